@@ -1,0 +1,153 @@
+"""Compile generated kernel source with numba, through an in-process and an on-disk cache.
+
+Like numba's CFunc: look the source up, or else compile and store. The key is a hash of the
+source text (which encodes shapes, dtypes and literal constants), the numba and llvmlite
+versions and the CPU. On disk a kernel is `<dir>/<name>_<key>.py` (written atomically, checked
+against its hash before use) plus numba's own cache files beside it; anything unreadable or
+corrupt is a miss and is rebuilt, never trusted.
+"""
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import logging
+import os
+import platform
+import sys
+import tempfile
+import threading
+import time
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+import llvmlite
+import numba
+
+log = logging.getLogger("fusion_delegate.compile")
+
+DEFAULT_DIR = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "fusion_delegate"
+
+
+class CompileError(RuntimeError):
+    """numba could not compile a generated kernel; `source_path` is the source it was given."""
+
+    def __init__(self, message: str, source_path: str | None = None) -> None:
+        super().__init__(message if source_path is None else f"{message} (source: {source_path})")
+        self.source_path = source_path
+
+
+@dataclass(frozen=True)
+class Kernel:
+    """A compiled kernel: its native entry point and where its source is."""
+    name: str
+    source: str
+    path: Path
+    address: int                    # TfLiteStatus (*)(TfLiteContext*, TfLiteNode*)
+    cache_hit: str                  # "memory", "disk" or "" (compiled now)
+    compile_seconds: float
+    loop: object                    # the numba dispatcher of the loop nest
+    entry: object                   # the numba CFunc (kept alive: it owns the machine code)
+
+    def inspect_asm(self) -> str:
+        """Assembly of the loop nest, to check what LLVM made of it."""
+        return self.loop.inspect_asm(self.loop.signatures[0])
+
+
+def cpu_fingerprint() -> str:
+    from llvmlite import binding
+    return f"{platform.machine()}-{binding.get_host_cpu_name()}"
+
+
+def cache_key(source: str) -> str:
+    text = "\n".join([source, numba.__version__, llvmlite.__version__, cpu_fingerprint()])
+    return hashlib.sha256(text.encode()).hexdigest()[:20]
+
+
+class KernelCache:
+    """In-process kernels by key, backed by a directory of generated modules (or none).
+
+    The in-process level outlives kernel objects: the runtime re-creates kernels on resize.
+    """
+
+    def __init__(self, directory: str | os.PathLike | None = DEFAULT_DIR) -> None:
+        self.directory = Path(directory) if directory is not None else None
+        self._kernels: dict[str, Kernel] = {}
+        self._lock = threading.Lock()
+        self._scratch: tempfile.TemporaryDirectory | None = None
+
+    def get(self, name: str, source: str) -> Kernel:
+        key = cache_key(source)
+        with self._lock:
+            kernel = self._kernels.get(key)
+            if kernel is not None:
+                return replace(kernel, cache_hit="memory")
+            kernel = self._load(name, source, key)
+            self._kernels[key] = kernel
+            return kernel
+
+    def _module_dir(self) -> Path:
+        if self.directory is None:
+            # numba compiles from a real file; without a disk cache it is a private temp dir.
+            if self._scratch is None:
+                self._scratch = tempfile.TemporaryDirectory(prefix="fusion_delegate_")
+            return Path(self._scratch.name)
+        self.directory.mkdir(parents=True, exist_ok=True)
+        return self.directory
+
+    def _load(self, name: str, source: str, key: str) -> Kernel:
+        path = self._module_dir() / f"{name}_{key}.py"
+        start = time.perf_counter()
+        if not _holds(path, source):
+            _remove_numba_cache(path)
+            _write_atomic(path, source)
+        try:
+            module = _import(path)
+        except Exception as first:  # noqa: BLE001 - a corrupt cache entry is a miss
+            log.debug("cache entry %s unusable (%s); compiling afresh", path.name, first)
+            _remove_numba_cache(path)
+            _write_atomic(path, source)
+            try:
+                module = _import(path)
+            except Exception as error:
+                raise CompileError(f"numba could not compile {name}: {error}", str(path)) from error
+        entry = getattr(module, f"{name}_invoke")
+        loop = getattr(module, name)
+        hit = "disk" if entry.cache_hits else ""
+        return Kernel(name=name, source=source, path=path, address=entry.address,
+                      cache_hit=hit, compile_seconds=time.perf_counter() - start, loop=loop,
+                      entry=entry)
+
+
+def _holds(path: Path, source: str) -> bool:
+    try:
+        return path.read_text() == source
+    except (OSError, UnicodeDecodeError):
+        return False
+
+
+def _write_atomic(path: Path, text: str) -> None:
+    fd, temp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.stem}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w") as handle:
+            handle.write(text)
+        os.replace(temp, path)
+    except BaseException:
+        Path(temp).unlink(missing_ok=True)
+        raise
+
+
+def _remove_numba_cache(path: Path) -> None:
+    pycache = path.parent / "__pycache__"
+    if pycache.is_dir():
+        for entry in pycache.glob(f"{path.stem}.*"):
+            entry.unlink(missing_ok=True)
+
+
+def _import(path: Path):
+    """Import a generated module under a unique name (numba's cache needs a real file)."""
+    name = f"fusion_delegate_kernels.{path.stem}"
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    sys.modules[name] = module
+    return module

@@ -1,0 +1,115 @@
+"""The IR of one partition: a DAG of elementwise ops over tensors of known shape.
+
+IR nodes are frozen dataclasses, so an IR prints, compares and hashes. The delegate builds one
+per partition and set of input shapes; `render.render_kernel` turns it into source text.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+from .ops import OPS
+
+MAX_RANK = 6
+
+
+@dataclass(frozen=True)
+class Value:
+    """A tensor the kernel reads, computes or writes."""
+    tensor: int                       # tensor index in the model
+    name: str                         # the model's tensor name (for readable identifiers)
+    shape: tuple[int, ...]
+    literal: float | None = None      # a one-element constant, emitted as a float32 literal
+
+
+@dataclass(frozen=True)
+class Op:
+    """One fused node: `output = OPS[op](*inputs, **params)`."""
+    node: int                         # node index in the model
+    op: str
+    inputs: tuple[int, ...]           # tensor ids
+    output: int
+    params: tuple[tuple[str, object], ...] = ()
+
+    @property
+    def spec(self):
+        return OPS[self.op]
+
+
+@dataclass(frozen=True)
+class KernelIR:
+    """A partition ready to render: values by tensor id, ops in topological order."""
+    partition: int
+    values: tuple[Value, ...]
+    ops: tuple[Op, ...]
+    inputs: tuple[int, ...]           # read from memory (non-literal partition inputs)
+    outputs: tuple[int, ...]          # written to memory
+    dtype: str = "float32"
+    model: str = ""
+    _by_tensor: dict = field(default=None, compare=False, hash=False, repr=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "_by_tensor", {v.tensor: v for v in self.values})
+
+    def value(self, tensor: int) -> Value:
+        return self._by_tensor[tensor]
+
+    @property
+    def name(self) -> str:
+        """Named after what it fuses, like Inductor's cpp_fused_add_relu_0."""
+        ops = []
+        for op in self.ops:
+            if op.op.lower() not in ops:
+                ops.append(op.op.lower())
+        return f"p{self.partition}_" + "_".join(ops[:4]) + ("_etc" if len(ops) > 4 else "")
+
+    @property
+    def iteration_shape(self) -> tuple[int, ...]:
+        return broadcast_shapes(*(self.value(op.output).shape for op in self.ops))
+
+    def bytes_moved(self) -> int:
+        """Bytes read and written once each: the memory-bandwidth lower bound of the kernel."""
+        itemsize = 4
+        return itemsize * sum(math.prod(self.value(t).shape) for t in self.inputs + self.outputs)
+
+
+class IRError(ValueError):
+    """The IR breaks an invariant; the message names the node, op and operands."""
+
+
+def broadcast_shapes(*shapes: tuple[int, ...]) -> tuple[int, ...]:
+    """NumPy / TFLite broadcasting (CalculateShapeForBroadcast); a 0 dim stays 0."""
+    rank = max((len(s) for s in shapes), default=0)
+    out = []
+    for axis in range(rank):
+        dims = {s[axis - rank + len(s)] for s in shapes if axis - rank + len(s) >= 0}
+        dims.discard(1)
+        if len(dims) > 1:
+            raise IRError(f"shapes {' and '.join(map(str, shapes))} do not broadcast")
+        out.append(dims.pop() if dims else 1)
+    return tuple(out)
+
+
+def verify(ir: KernelIR) -> None:
+    """Check arity, defined-before-use and shapes against OPS before rendering."""
+    defined = {v.tensor for v in ir.values if v.literal is not None} | set(ir.inputs)
+    for op in ir.ops:
+        spec = OPS.get(op.op)
+        where = f"node {op.node} ({op.op})"
+        if spec is None:
+            raise IRError(f"{where}: no such op in OPS")
+        if len(op.inputs) != spec.arity:
+            raise IRError(f"{where}: {len(op.inputs)} inputs, {op.op} takes {spec.arity}")
+        missing = [t for t in op.inputs if t not in defined]
+        if missing:
+            raise IRError(f"{where}: inputs {missing} are used before they are defined")
+        expected = broadcast_shapes(*(ir.value(t).shape for t in op.inputs))
+        if ir.value(op.output).shape != expected:
+            raise IRError(f"{where}: output shape {ir.value(op.output).shape}, inputs broadcast "
+                          f"to {expected}")
+        if len(expected) > MAX_RANK:
+            raise IRError(f"{where}: rank {len(expected)} > {MAX_RANK}")
+        defined.add(op.output)
+    for tensor in ir.outputs:
+        if tensor not in defined:
+            raise IRError(f"output tensor {tensor} is never computed")

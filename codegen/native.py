@@ -1,0 +1,48 @@
+"""numba intrinsics for kernels that run as native code inside the TFLite runtime.
+
+Kernels receive raw addresses (the TfLiteContext and TfLiteNode pointers, as integers) and read
+the tensor table themselves: codegen gets the struct offsets as plain ints from the caller and
+knows nothing of ctypes. All loads are unchecked, so callers pass only offsets that the ABI layer
+has verified.
+"""
+from __future__ import annotations
+
+from llvmlite import ir
+from numba import types
+from numba.extending import intrinsic
+
+_I8P = ir.IntType(8).as_pointer()
+
+
+@intrinsic
+def load_i64(typingctx, address):
+    """The int64 stored at `address` (a pointer field of a C struct)."""
+    def codegen(context, builder, signature, args):
+        return builder.load(builder.inttoptr(args[0], ir.IntType(64).as_pointer()))
+    return types.int64(types.int64), codegen
+
+
+@intrinsic
+def load_i32(typingctx, address):
+    """The int32 stored at `address`."""
+    def codegen(context, builder, signature, args):
+        return builder.load(builder.inttoptr(args[0], ir.IntType(32).as_pointer()))
+    return types.int32(types.int64), codegen
+
+
+@intrinsic
+def float32_pointer(typingctx, address):
+    """`address` as a float32*, for numba.carray."""
+    def codegen(context, builder, signature, args):
+        return builder.inttoptr(args[0], ir.FloatType().as_pointer())
+    return types.CPointer(types.float32)(types.int64), codegen
+
+
+@intrinsic
+def call_status_fn(typingctx, function_address, first, second):
+    """Call the C function `TfLiteStatus f(void*, void*)` at `function_address`."""
+    def codegen(context, builder, signature, args):
+        fnty = ir.FunctionType(ir.IntType(32), [_I8P, _I8P])
+        fn = builder.inttoptr(args[0], fnty.as_pointer())
+        return builder.call(fn, [builder.inttoptr(args[1], _I8P), builder.inttoptr(args[2], _I8P)])
+    return types.int32(types.int64, types.int64, types.int64), codegen

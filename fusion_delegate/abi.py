@@ -1,0 +1,369 @@
+"""ctypes mirrors of the TFLite C structs a delegate touches, and their layout checks.
+
+The structs follow `tflite/core/c/common.h` of google-ai-edge/LiteRT, field for field and in
+header order (line numbers refer to the copy read for ai-edge-litert 2.3.0). A wrong layout does
+not fail loudly, it corrupts memory: `check_layout()` compares every struct's size and the offsets
+we use with the expected table at import, and `check_live_context()` checks a running
+interpreter's tensors before anything is claimed.
+"""
+from __future__ import annotations
+
+import ctypes
+import math
+from ctypes import (CFUNCTYPE, POINTER, Structure, c_bool, c_char_p, c_float, c_int, c_int32,
+                    c_int64, c_size_t, c_uint64, c_void_p)
+
+import numpy as np
+
+from .errors import AbiMismatchError
+
+# TfLiteStatus (c_api_types.h).
+kTfLiteOk = 0
+kTfLiteError = 1
+kTfLiteDelegateError = 2
+
+# TfLiteDelegateFlags (common.h, "The flags used in `TfLiteDelegate`").
+kTfLiteDelegateFlagsNone = 0
+kTfLiteDelegateFlagsAllowDynamicTensors = 1
+kTfLiteDelegateFlagsRequirePropagatedShapes = 2
+
+# TfLiteAllocationType (common.h).
+kTfLiteMmapRo = 1
+kTfLiteDynamic = 4
+kTfLitePersistentRo = 5
+
+kTfLiteBuiltinDelegate = 51
+
+
+class TfLiteIntArray(Structure):
+    """`{int size; int data[];}`: read with `int_array()`, never by field."""
+    _fields_ = [("size", c_int)]
+
+
+class TfLiteFloatArray(Structure):
+    _fields_ = [("size", c_int)]
+
+
+class TfLiteQuantizationParams(Structure):
+    _fields_ = [("scale", c_float), ("zero_point", c_int32)]
+
+
+class TfLiteQuantization(Structure):
+    _fields_ = [("type", c_int), ("params", c_void_p)]
+
+
+class TfLiteAffineQuantization(Structure):
+    _fields_ = [("scale", POINTER(TfLiteFloatArray)), ("zero_point", POINTER(TfLiteIntArray)),
+                ("quantized_dimension", c_int32)]
+
+
+class TfLiteTensor(Structure):
+    _fields_ = [
+        ("type", c_int),
+        ("data", c_void_p),                 # TfLitePtrUnion
+        ("dims", POINTER(TfLiteIntArray)),
+        ("params", TfLiteQuantizationParams),
+        ("allocation_type", c_int),
+        ("bytes", c_size_t),
+        ("allocation", c_void_p),
+        ("name", c_char_p),
+        ("delegate", c_void_p),
+        ("buffer_handle", c_int),
+        ("data_is_stale", c_bool),
+        ("is_variable", c_bool),
+        ("quantization", TfLiteQuantization),
+        ("sparsity", c_void_p),
+        ("dims_signature", POINTER(TfLiteIntArray)),
+    ]
+
+
+class TfLiteNode(Structure):
+    _fields_ = [
+        ("inputs", POINTER(TfLiteIntArray)),
+        ("outputs", POINTER(TfLiteIntArray)),
+        ("intermediates", POINTER(TfLiteIntArray)),
+        ("temporaries", POINTER(TfLiteIntArray)),
+        ("user_data", c_void_p),
+        ("builtin_data", c_void_p),
+        ("custom_initial_data", c_void_p),
+        ("custom_initial_data_size", c_int),
+        ("delegate", c_void_p),
+        ("might_have_side_effect", c_bool),
+    ]
+
+
+class TfLiteContext(Structure):
+    pass
+
+
+class TfLiteDelegate(Structure):
+    pass
+
+
+class TfLiteRegistration(Structure):
+    pass
+
+
+InitFn = CFUNCTYPE(c_void_p, POINTER(TfLiteContext), c_void_p, c_size_t)
+FreeFn = CFUNCTYPE(None, POINTER(TfLiteContext), c_void_p)
+PrepareFn = CFUNCTYPE(c_int, POINTER(TfLiteContext), POINTER(TfLiteNode))
+InvokeFn = PrepareFn
+DelegatePrepareFn = CFUNCTYPE(c_int, POINTER(TfLiteContext), POINTER(TfLiteDelegate))
+
+TfLiteRegistration._fields_ = [
+    ("init", InitFn),
+    ("free", FreeFn),
+    ("prepare", PrepareFn),
+    ("invoke", c_void_p),                   # a PrepareFn or a native (numba cfunc) address
+    ("profiling_string", c_void_p),
+    ("builtin_code", c_int32),
+    ("custom_name", c_char_p),
+    ("version", c_int),
+    ("registration_external", c_void_p),
+    ("async_kernel", c_void_p),
+    ("inplace_operator", c_uint64),
+]
+
+TfLiteDelegate._fields_ = [
+    ("data_", c_void_p),
+    ("Prepare", DelegatePrepareFn),
+    ("CopyFromBufferHandle", c_void_p),
+    ("CopyToBufferHandle", c_void_p),
+    ("FreeBufferHandle", c_void_p),
+    ("flags", c_int64),
+    ("opaque_delegate_builder", c_void_p),
+]
+
+
+class TfLiteDelegateParams(Structure):
+    _fields_ = [
+        ("delegate", POINTER(TfLiteDelegate)),
+        ("nodes_to_replace", POINTER(TfLiteIntArray)),
+        ("input_tensors", POINTER(TfLiteIntArray)),
+        ("output_tensors", POINTER(TfLiteIntArray)),
+    ]
+
+
+_ctx = POINTER(TfLiteContext)
+TfLiteContext._fields_ = [
+    ("tensors_size", c_size_t),
+    ("GetExecutionPlan", CFUNCTYPE(c_int, _ctx, POINTER(POINTER(TfLiteIntArray)))),
+    ("tensors", POINTER(TfLiteTensor)),
+    ("impl_", c_void_p),
+    ("ResizeTensor", CFUNCTYPE(c_int, _ctx, POINTER(TfLiteTensor), POINTER(TfLiteIntArray))),
+    # Variadic in C; we only ever pass ("%s", message).
+    ("ReportError", CFUNCTYPE(None, _ctx, c_char_p, c_char_p)),
+    ("AddTensors", c_void_p),
+    ("GetNodeAndRegistration", CFUNCTYPE(c_int, _ctx, c_int, POINTER(POINTER(TfLiteNode)),
+                                         POINTER(POINTER(TfLiteRegistration)))),
+    ("ReplaceNodeSubsetsWithDelegateKernels",
+     CFUNCTYPE(c_int, _ctx, TfLiteRegistration, POINTER(TfLiteIntArray),
+               POINTER(TfLiteDelegate))),
+    ("recommended_num_threads", c_int),
+    ("GetExternalContext", c_void_p),
+    ("SetExternalContext", c_void_p),
+    ("allow_fp32_relax_to_fp16", c_bool),
+    ("profiler", c_void_p),
+    ("AllocatePersistentBuffer", c_void_p),
+    ("AllocateBufferForEval", c_void_p),
+    ("RequestScratchBufferInArena", c_void_p),
+    ("GetScratchBuffer", c_void_p),
+    ("ResizeTensorExplicit", CFUNCTYPE(c_int, _ctx, POINTER(TfLiteTensor), c_int,
+                                       POINTER(c_int))),
+    ("PreviewDelegatePartitioning",
+     CFUNCTYPE(c_int, _ctx, POINTER(TfLiteIntArray), POINTER(POINTER(TfLiteDelegateParams)),
+               POINTER(c_int))),
+    ("GetTensor", CFUNCTYPE(POINTER(TfLiteTensor), _ctx, c_int)),
+    ("GetEvalTensor", c_void_p),
+    ("GetModelMetadata", c_void_p),
+    ("AcquireSubgraphContext", c_void_p),
+    ("ReleaseSubgraphContext", c_void_p),
+]
+
+# Builtin params of the ops we claim (tflite/core/c/builtin_op_data.h): node->builtin_data.
+class TfLiteArithParams(Structure):
+    """TfLiteAddParams / TfLiteSubParams / TfLiteMulParams / TfLiteDivParams: activation first."""
+    _fields_ = [("activation", c_int)]
+
+
+class TfLiteLeakyReluParams(Structure):
+    _fields_ = [("alpha", c_float)]
+
+
+class TfLiteGeluParams(Structure):
+    _fields_ = [("approximate", c_bool)]
+
+
+# Expected sizes and the offsets we rely on, x86-64 / aarch64 LP64 (numba kernels read
+# TENSOR_DATA_OFFSET etc. directly, so these are also codegen inputs).
+EXPECTED_LAYOUT: dict[str, tuple[int, dict[str, int]]] = {
+    "TfLiteTensor": (112, {"type": 0, "data": 8, "dims": 16, "allocation_type": 32,
+                           "bytes": 40, "name": 56, "quantization": 80,
+                           "dims_signature": 104}),
+    "TfLiteNode": (80, {"inputs": 0, "outputs": 8, "user_data": 32, "builtin_data": 40,
+                        "delegate": 64}),
+    "TfLiteRegistration": (88, {"init": 0, "invoke": 24, "builtin_code": 40,
+                                "custom_name": 48, "version": 56, "inplace_operator": 80}),
+    "TfLiteDelegate": (56, {"data_": 0, "Prepare": 8, "flags": 40,
+                            "opaque_delegate_builder": 48}),
+    "TfLiteDelegateParams": (32, {"nodes_to_replace": 8, "output_tensors": 24}),
+    "TfLiteContext": (200, {"tensors_size": 0, "tensors": 16, "ReportError": 40,
+                            "GetNodeAndRegistration": 56, "recommended_num_threads": 72,
+                            "ResizeTensorExplicit": 144, "GetTensor": 160}),
+    "TfLiteAffineQuantization": (24, {"scale": 0, "zero_point": 8,
+                                      "quantized_dimension": 16}),
+}
+_STRUCTS = {s.__name__: s for s in (TfLiteTensor, TfLiteNode, TfLiteRegistration, TfLiteDelegate,
+                                     TfLiteDelegateParams, TfLiteContext,
+                                     TfLiteAffineQuantization)}
+TENSOR_SIZE = EXPECTED_LAYOUT["TfLiteTensor"][0]
+TENSOR_DATA_OFFSET = EXPECTED_LAYOUT["TfLiteTensor"][1]["data"]
+CONTEXT_TENSORS_OFFSET = EXPECTED_LAYOUT["TfLiteContext"][1]["tensors"]
+NODE_USER_DATA_OFFSET = EXPECTED_LAYOUT["TfLiteNode"][1]["user_data"]
+
+# TfLiteType -> numpy dtype (c_api_types.h). Types without a numpy equivalent map to None and are
+# refused by name.
+TFLITE_TYPES: dict[int, tuple[str, np.dtype | None]] = {
+    0: ("NOTYPE", None), 1: ("FLOAT32", np.dtype(np.float32)), 2: ("INT32", np.dtype(np.int32)),
+    3: ("UINT8", np.dtype(np.uint8)), 4: ("INT64", np.dtype(np.int64)), 5: ("STRING", None),
+    6: ("BOOL", np.dtype(np.bool_)), 7: ("INT16", np.dtype(np.int16)),
+    8: ("COMPLEX64", np.dtype(np.complex64)), 9: ("INT8", np.dtype(np.int8)),
+    10: ("FLOAT16", np.dtype(np.float16)), 11: ("FLOAT64", np.dtype(np.float64)),
+    12: ("COMPLEX128", np.dtype(np.complex128)), 13: ("UINT64", np.dtype(np.uint64)),
+    14: ("RESOURCE", None), 15: ("VARIANT", None), 16: ("UINT32", np.dtype(np.uint32)),
+    17: ("UINT16", np.dtype(np.uint16)), 18: ("INT4", None), 19: ("BFLOAT16", None),
+    20: ("INT2", None),
+}
+TFLITE_TYPE_OF_DTYPE: dict[np.dtype, int] = {
+    dtype: code for code, (_, dtype) in TFLITE_TYPES.items() if dtype is not None}
+
+
+def runtime_version() -> str:
+    """The version of the TFLite runtime we run inside, for error messages."""
+    try:
+        import ai_edge_litert
+        return f"ai-edge-litert {ai_edge_litert.__version__}"
+    except Exception:  # noqa: BLE001 - any runtime without a version attribute
+        return "unknown TFLite runtime"
+
+
+def type_name(tflite_type: int) -> str:
+    return TFLITE_TYPES.get(tflite_type, (f"unknown type {tflite_type}", None))[0]
+
+
+def numpy_dtype(tflite_type: int) -> np.dtype:
+    """The numpy dtype of a TfLiteType, or a clear error naming the type."""
+    name, dtype = TFLITE_TYPES.get(tflite_type, (f"unknown type {tflite_type}", None))
+    if dtype is None:
+        raise TypeError(f"TFLite type {name} has no numpy equivalent")
+    return dtype
+
+
+def check_layout() -> None:
+    """Compare our ctypes structs with the expected header layout."""
+    for name, (size, offsets) in EXPECTED_LAYOUT.items():
+        struct = _STRUCTS[name]
+        if ctypes.sizeof(struct) != size:
+            raise AbiMismatchError(f"{name}: sizeof is {ctypes.sizeof(struct)}, expected {size} "
+                                   f"({runtime_version()})")
+        for field, offset in offsets.items():
+            found = getattr(struct, field).offset
+            if found != offset:
+                raise AbiMismatchError(f"{name}.{field}: offset {found}, expected {offset} "
+                                       f"({runtime_version()})")
+
+
+def int_array(ptr) -> tuple[int, ...]:
+    """A TfLiteIntArray* as a tuple (an empty tuple for NULL)."""
+    if not ptr:
+        return ()
+    address = ctypes.cast(ptr, c_void_p).value
+    size = ctypes.c_int.from_address(address).value
+    if size < 0 or size > 1 << 24:
+        raise AbiMismatchError(f"TfLiteIntArray of size {size} ({runtime_version()})")
+    return tuple((c_int * size).from_address(address + 4))
+
+
+class IntArray:
+    """A TfLiteIntArray we own (and keep alive for as long as C may read it)."""
+
+    def __init__(self, values) -> None:
+        values = [int(v) for v in values]
+        self._buffer = (c_int * (len(values) + 1))(len(values), *values)
+        self.ptr = ctypes.cast(self._buffer, POINTER(TfLiteIntArray))
+
+
+_libc = ctypes.CDLL(None)
+_libc.malloc.restype = c_void_p
+_libc.malloc.argtypes = [c_size_t]
+
+
+def malloc_int_array(values) -> ctypes._Pointer:
+    """A TfLiteIntArray allocated like TfLiteIntArrayCreate, for APIs that take ownership."""
+    values = [int(v) for v in values]
+    address = _libc.malloc(4 * (len(values) + 1))
+    if not address:
+        raise MemoryError("malloc failed for a TfLiteIntArray")
+    (c_int * (len(values) + 1)).from_address(address)[:] = [len(values), *values]
+    return ctypes.cast(address, POINTER(TfLiteIntArray))
+
+
+def tensor_shape(tensor: TfLiteTensor) -> tuple[int, ...]:
+    return int_array(tensor.dims)
+
+
+def tensor_view(tensor: TfLiteTensor) -> np.ndarray:
+    """A zero-copy numpy view of a tensor's data; build it afresh on every call (buffers move)."""
+    dtype = numpy_dtype(tensor.type)
+    shape = tensor_shape(tensor)
+    count = math.prod(shape)
+    if count == 0:
+        return np.zeros(shape, dtype)
+    if not tensor.data:
+        raise RuntimeError(f"tensor {tensor.name!r} has no data")
+    if tensor.bytes < count * dtype.itemsize:
+        raise AbiMismatchError(f"tensor {tensor.name!r}: {tensor.bytes} bytes for shape {shape} "
+                               f"{dtype} ({runtime_version()})")
+    buffer = (ctypes.c_char * (count * dtype.itemsize)).from_address(tensor.data)
+    return np.frombuffer(buffer, dtype=dtype).reshape(shape)
+
+
+def check_live_context(context) -> None:
+    """Check a running interpreter's tensors against our layout before claiming anything.
+
+    (GetTensor is NULL while a delegate prepares, so the check is on the data itself.) Scalar
+    fields come first, so that a wrong struct size is caught before any pointer is followed:
+    every tensor's type must be a known TfLiteType and its allocation type a known one; then
+    its dims must be a plausible shape, its name readable, and for fixed-size types its byte
+    size must equal prod(shape) * itemsize.
+    """
+    ctx = context.contents
+    count = ctx.tensors_size
+    if count > 1 << 24 or (count and not ctx.tensors):
+        raise AbiMismatchError(f"TfLiteContext.tensors_size is {count} ({runtime_version()})")
+    tensors = ctx.tensors
+    for index in range(count):
+        tensor = tensors[index]
+        if tensor.type not in TFLITE_TYPES or not 0 <= tensor.allocation_type <= 8:
+            raise AbiMismatchError(
+                f"tensor {index}: TfLiteType {tensor.type}, allocation type "
+                f"{tensor.allocation_type}: not a TfLiteTensor as we lay it out "
+                f"({runtime_version()})")
+    for index in range(count):
+        tensor = tensors[index]
+        shape = tensor_shape(tensor)
+        if len(shape) > 16 or any(d < 0 for d in shape):
+            raise AbiMismatchError(f"tensor {index}: implausible shape {shape} "
+                                   f"({runtime_version()})")
+        if tensor.name is not None:
+            tensor.name.decode("utf-8", errors="strict")
+        dtype = TFLITE_TYPES[tensor.type][1]
+        if dtype is not None and tensor.dims and tensor.allocation_type != kTfLiteDynamic:
+            expected = math.prod(shape) * dtype.itemsize
+            if tensor.bytes not in (0, expected):
+                raise AbiMismatchError(
+                    f"tensor {index} ({tensor.name!r}): {tensor.bytes} bytes for shape {shape} "
+                    f"{type_name(tensor.type)}, expected {expected} ({runtime_version()})")
+
+
+check_layout()

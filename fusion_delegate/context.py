@@ -1,0 +1,164 @@
+"""Python views of the runtime's TfLiteContext, nodes and tensors, read afresh on every call."""
+from __future__ import annotations
+
+import ctypes
+from ctypes import POINTER, byref, c_int, c_void_p
+from dataclasses import dataclass
+
+import numpy as np
+
+from . import abi
+
+
+@dataclass(frozen=True)
+class TensorInfo:
+    """What a delegate needs to know about one tensor to decide and to compile."""
+    index: int
+    name: str
+    type: int                      # TfLiteType
+    shape: tuple[int, ...]
+    allocation_type: int
+    scale: float
+    zero_point: int
+    per_channel: bool              # affine quantization with more than one scale
+
+    @property
+    def type_name(self) -> str:
+        return abi.type_name(self.type)
+
+    @property
+    def dtype(self) -> np.dtype:
+        return abi.numpy_dtype(self.type)
+
+    @property
+    def is_constant(self) -> bool:
+        return self.allocation_type in (abi.kTfLiteMmapRo, abi.kTfLitePersistentRo)
+
+    @property
+    def is_dynamic(self) -> bool:
+        return self.allocation_type == abi.kTfLiteDynamic
+
+
+@dataclass(frozen=True)
+class NodeInfo:
+    """One node of the execution plan: its op, operands and builtin params address."""
+    index: int
+    builtin_code: int
+    custom_name: str | None
+    version: int
+    inputs: tuple[int, ...]
+    outputs: tuple[int, ...]
+    builtin_data: int              # address of the op's TfLite*Params struct, 0 if none
+
+
+@dataclass(frozen=True)
+class Partition:
+    """A group of supported nodes the runtime would replace with one delegate kernel."""
+    nodes: tuple[int, ...]
+    inputs: tuple[int, ...]        # sorted, de-duplicated tensor ids (constants included)
+    outputs: tuple[int, ...]
+
+
+class Context:
+    """A TfLiteContext* seen from Python. Build one per callback; never keep tensor pointers."""
+
+    def __init__(self, pointer) -> None:
+        self.pointer = pointer
+        self._ctx = pointer.contents
+
+    @property
+    def num_tensors(self) -> int:
+        return self._ctx.tensors_size
+
+    @property
+    def num_threads(self) -> int:
+        return self._ctx.recommended_num_threads
+
+    def _raw_tensor(self, index: int) -> abi.TfLiteTensor:
+        if not 0 <= index < self._ctx.tensors_size:
+            raise IndexError(f"tensor index {index} out of range [0, {self._ctx.tensors_size})")
+        return self._ctx.tensors[index]
+
+    def tensor(self, index: int) -> TensorInfo:
+        raw = self._raw_tensor(index)
+        quant = raw.quantization
+        per_channel = False
+        if quant.type == 1 and quant.params:
+            affine = ctypes.cast(quant.params, POINTER(abi.TfLiteAffineQuantization)).contents
+            per_channel = bool(affine.scale) and affine.scale.contents.size > 1
+        return TensorInfo(index=index, name=(raw.name or b"").decode("utf-8", "replace"),
+                          type=raw.type, shape=abi.tensor_shape(raw),
+                          allocation_type=raw.allocation_type, scale=raw.params.scale,
+                          zero_point=raw.params.zero_point, per_channel=per_channel)
+
+    def view(self, index: int) -> np.ndarray:
+        """Zero-copy numpy view of a tensor's data, valid only during this callback."""
+        return abi.tensor_view(self._raw_tensor(index))
+
+    def _function(self, name: str):
+        """A TfLiteContext function pointer; the runtime leaves some NULL at some stages."""
+        function = getattr(self._ctx, name)
+        if not function:
+            raise RuntimeError(f"TfLiteContext.{name} is not available at this stage")
+        return function
+
+    def resize(self, index: int, shape: tuple[int, ...]) -> None:
+        """Set a tensor's shape. ResizeTensor takes ownership of a malloc'd TfLiteIntArray
+        (ResizeTensorExplicit, which would copy, is NULL in the Python runtime)."""
+        dims = abi.malloc_int_array(shape)
+        status = self._function("ResizeTensor")(self.pointer,
+                                                ctypes.pointer(self._raw_tensor(index)), dims)
+        if status != abi.kTfLiteOk:
+            raise RuntimeError(f"ResizeTensor of tensor {index} to {list(shape)} failed")
+
+    def execution_plan(self) -> tuple[int, ...]:
+        plan = POINTER(abi.TfLiteIntArray)()
+        if self._function("GetExecutionPlan")(self.pointer, byref(plan)) != abi.kTfLiteOk:
+            raise RuntimeError("GetExecutionPlan failed")
+        return abi.int_array(plan)
+
+    def node(self, index: int) -> NodeInfo:
+        node = POINTER(abi.TfLiteNode)()
+        registration = POINTER(abi.TfLiteRegistration)()
+        status = self._function("GetNodeAndRegistration")(self.pointer, index, byref(node),
+                                                  byref(registration))
+        if status != abi.kTfLiteOk:
+            raise RuntimeError(f"GetNodeAndRegistration({index}) failed")
+        reg, raw = registration.contents, node.contents
+        return NodeInfo(index=index, builtin_code=reg.builtin_code,
+                        custom_name=reg.custom_name.decode() if reg.custom_name else None,
+                        version=reg.version, inputs=abi.int_array(raw.inputs),
+                        outputs=abi.int_array(raw.outputs),
+                        builtin_data=raw.builtin_data or 0)
+
+    def preview_partitions(self, nodes: tuple[int, ...]) -> list[Partition]:
+        """How the runtime would group `nodes` into delegate kernels (PreviewDelegatePartitioning)."""
+        if not nodes:
+            return []
+        params = POINTER(abi.TfLiteDelegateParams)()
+        count = c_int(0)
+        request = abi.IntArray(nodes)
+        status = self._function("PreviewDelegatePartitioning")(self.pointer, request.ptr, byref(params),
+                                                       byref(count))
+        if status != abi.kTfLiteOk:
+            raise RuntimeError("PreviewDelegatePartitioning failed")
+        return [Partition(nodes=abi.int_array(params[i].nodes_to_replace),
+                          inputs=abi.int_array(params[i].input_tensors),
+                          outputs=abi.int_array(params[i].output_tensors))
+                for i in range(count.value)]
+
+    def replace_node_subsets(self, registration: abi.TfLiteRegistration,
+                             nodes: tuple[int, ...], delegate: abi.TfLiteDelegate) -> None:
+        """Hand `nodes` to the delegate: the runtime re-partitions them and inits one kernel per
+        partition, copying `registration` by value."""
+        request = abi.IntArray(nodes)
+        status = self._function("ReplaceNodeSubsetsWithDelegateKernels")(
+            self.pointer, registration, request.ptr, ctypes.pointer(delegate))
+        if status != abi.kTfLiteOk:
+            raise RuntimeError(f"ReplaceNodeSubsetsWithDelegateKernels failed (status {status})")
+
+    def report_error(self, message: str) -> None:
+        self._function("ReportError")(self.pointer, b"%s", message.encode("utf-8", "replace"))
+
+    def address(self) -> int:
+        return ctypes.cast(self.pointer, c_void_p).value

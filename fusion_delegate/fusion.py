@@ -1,0 +1,145 @@
+"""The fusion delegate: claim elementwise regions, compile one loop nest per partition.
+
+Data flows one way: the runtime's nodes -> claims (which nodes, and why not the others) ->
+partitions -> one FusionKernel each, which in prepare builds the partition's IR for the current
+shapes, renders it to source and gets a compiled kernel from the cache; invoke is that kernel's
+native entry point, called by the runtime without Python.
+"""
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+
+from codegen.compile import DEFAULT_DIR, CompileError, Kernel, KernelCache
+from codegen.ir import KernelIR, Op, Value, broadcast_shapes
+from codegen.render import TensorTableLayout, render_kernel
+
+from . import abi
+from .claims import FusedNode, fused_node, op_name, unsupported_reason
+from .context import Context, NodeInfo, Partition
+from .errors import KernelCompileError
+from .options import FusionOptions
+from .simple_delegate import SimpleDelegate, SimpleDelegateKernel
+
+log = logging.getLogger("fusion_delegate")
+
+LAYOUT = TensorTableLayout(context_tensors_offset=abi.CONTEXT_TENSORS_OFFSET,
+                           tensor_size=abi.TENSOR_SIZE, tensor_data_offset=abi.TENSOR_DATA_OFFSET)
+
+_CACHES: dict[str, KernelCache] = {}
+
+
+def kernel_cache(cache_dir: str) -> KernelCache:
+    """One cache per directory per process, shared by every delegate that uses it."""
+    if cache_dir not in _CACHES:
+        directory = {"default": DEFAULT_DIR, "": None}.get(cache_dir, cache_dir)
+        _CACHES[cache_dir] = KernelCache(directory)
+    return _CACHES[cache_dir]
+
+
+@dataclass
+class NodeClaim:
+    """What the delegate decided for one node of the execution plan."""
+    index: int
+    op: str
+    reason: str | None            # None: delegated
+    partition: int | None = None
+
+
+@dataclass
+class PreparedKernel:
+    """A partition's kernel as last prepared: what `inspect` and reports show."""
+    partition: int
+    ir: KernelIR
+    kernel: Kernel
+
+
+class FusionDelegate(SimpleDelegate):
+    """Fuses chains of float32 elementwise ops into one compiled loop nest per partition.
+
+    `FusionDelegate(cache_dir="", min_nodes_per_partition=1)`, or `FusionDelegate(options)`;
+    see FusionOptions for the keys.
+    """
+
+    name = "fusion_delegate"
+
+    def __init__(self, options: FusionOptions | None = None, **kwargs) -> None:
+        self.options = options if options is not None else FusionOptions.from_kwargs(**kwargs)
+        super().__init__(max_delegated_partitions=self.options.max_delegated_partitions,
+                         min_nodes_per_partition=self.options.min_nodes_per_partition)
+        self.cache = kernel_cache(self.options.cache_dir)
+        self.claims: dict[int, NodeClaim] = {}
+        self.kernels: dict[int, PreparedKernel] = {}
+
+    def initialize(self, context: Context) -> None:
+        self.claims = {}
+        self.kernels = {}
+
+    def is_node_supported(self, context: Context, node: NodeInfo) -> bool:
+        reason = unsupported_reason(context, node)
+        self.claims[node.index] = NodeClaim(node.index, op_name(node), reason)
+        return reason is None
+
+    def select_partitions(self, context: Context, partitions: list[Partition]) -> list[Partition]:
+        chosen = super().select_partitions(context, partitions)
+        minimum = self.min_nodes_per_partition
+        for partition in partitions:
+            if partition in chosen:
+                continue
+            reason = (f"partition too small ({len(partition.nodes)} < {minimum} nodes)"
+                      if len(partition.nodes) < minimum else "over max_delegated_partitions")
+            for node in partition.nodes:
+                self.claims[node].reason = reason
+        for number, partition in enumerate(chosen):
+            for node in partition.nodes:
+                self.claims[node].partition = number
+        return chosen
+
+    def create_kernel(self) -> SimpleDelegateKernel:
+        return FusionKernel(self)
+
+    def summary(self) -> str:
+        delegated = sum(1 for c in self.claims.values() if c.reason is None)
+        return (f"{delegated} of {len(self.last_plan)} nodes delegated in "
+                f"{len(self.last_partitions)} partitions")
+
+
+class FusionKernel(SimpleDelegateKernel):
+    def __init__(self, delegate: FusionDelegate) -> None:
+        self.delegate = delegate
+
+    def init(self, context: Context, nodes: list[NodeInfo], inputs: tuple[int, ...],
+             outputs: tuple[int, ...]) -> None:
+        self.nodes: list[FusedNode] = [fused_node(n) for n in sorted(nodes, key=lambda n: n.index)]
+        self.inputs, self.outputs = inputs, outputs
+        first = self.nodes[0].index
+        self.partition = self.delegate.claims[first].partition if first in self.delegate.claims \
+            else 0
+        tensors = set(inputs) | {n.output for n in self.nodes}
+        self.names = {t: context.tensor(t).name for t in tensors}
+        self.literals = {}
+        for t in inputs:
+            info = context.tensor(t)
+            if info.is_constant and len(context.view(t).reshape(-1)) == 1:
+                self.literals[t] = float(context.view(t).reshape(-1)[0])
+
+    def prepare(self, context: Context) -> None:
+        shapes = {t: context.tensor(t).shape for t in self.inputs}
+        for node in self.nodes:
+            shapes[node.output] = broadcast_shapes(*(shapes[t] for t in node.inputs))
+        for t in self.outputs:
+            if context.tensor(t).shape != shapes[t]:
+                context.resize(t, shapes[t])
+        ir = KernelIR(
+            partition=self.partition,
+            values=tuple(Value(t, self.names[t], shapes[t], self.literals.get(t))
+                         for t in sorted(shapes)),
+            ops=tuple(Op(n.index, n.op, n.inputs, n.output, n.params) for n in self.nodes),
+            inputs=tuple(t for t in self.inputs if t not in self.literals),
+            outputs=self.outputs)
+        try:
+            kernel = self.delegate.cache.get(ir.name, render_kernel(ir, LAYOUT))
+        except CompileError as error:
+            raise KernelCompileError(str(error), error.source_path) from error
+        self.native_invoke_address = kernel.address
+        self.delegate.kernels[self.partition] = PreparedKernel(self.partition, ir, kernel)

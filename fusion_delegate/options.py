@@ -1,0 +1,81 @@
+"""The delegate's options: one table of names, types, defaults and checks.
+
+Options come as keyword arguments (`FusionDelegate(cache_dir=...)`) or as `key=value` strings,
+the way external delegates and `--option` flags take them. Unknown keys and bad values are
+refused with a message naming the valid choices.
+"""
+from __future__ import annotations
+
+import difflib
+from dataclasses import dataclass, fields
+
+from .errors import DelegateOptionError
+
+
+@dataclass(frozen=True)
+class FusionOptions:
+    #: Keep at most this many partitions, largest first (<= 0: no limit).
+    max_delegated_partitions: int = 0
+    #: Stop at the first partition with fewer nodes (TFLite's semantics; 1: claim single ops).
+    min_nodes_per_partition: int = 2
+    #: Directory of compiled kernels; "" turns the disk cache off.
+    cache_dir: str = "default"
+    #: Leave alone partitions whose estimated gain is below this (see worth.py); 0: claim all.
+    min_speedup: float = 1.0
+    #: Threads for large partitions; 0: the interpreter's num_threads.
+    num_threads: int = 0
+
+    def __post_init__(self) -> None:
+        for f in fields(self):
+            value = getattr(self, f.name)
+            kind = {"int": int, "float": (int, float), "str": str}[f.type]
+            if isinstance(value, bool) or not isinstance(value, kind):
+                raise DelegateOptionError(
+                    f"option {f.name} must be {f.type}, got {value!r} ({type(value).__name__})")
+        if self.min_speedup < 0:
+            raise DelegateOptionError(f"option min_speedup must be >= 0, got {self.min_speedup}")
+        if self.num_threads < 0:
+            raise DelegateOptionError(f"option num_threads must be >= 0, got {self.num_threads}")
+
+    @classmethod
+    def names(cls) -> list[str]:
+        return [f.name for f in fields(cls)]
+
+    @classmethod
+    def from_kwargs(cls, **kwargs) -> "FusionOptions":
+        for key in kwargs:
+            check_known(key)
+        return cls(**kwargs)
+
+    @classmethod
+    def parse(cls, pairs: list[str] | dict[str, str]) -> "FusionOptions":
+        """Options from `key=value` strings (or a str->str dict), converted and validated."""
+        items = pairs.items() if isinstance(pairs, dict) else [_split(p) for p in pairs]
+        types = {f.name: f.type for f in fields(cls)}
+        values = {}
+        for key, text in items:
+            check_known(key)
+            values[key] = _convert(key, text, types[key])
+        return cls(**values)
+
+
+def check_known(key: str) -> None:
+    names = FusionOptions.names()
+    if key not in names:
+        close = difflib.get_close_matches(key, names, n=1)
+        hint = f" (did you mean '{close[0]}'?)" if close else ""
+        raise DelegateOptionError(f"unknown option '{key}'; valid: {', '.join(names)}{hint}")
+
+
+def _split(pair: str) -> tuple[str, str]:
+    key, sep, value = pair.partition("=")
+    if not sep or not key.strip():
+        raise DelegateOptionError(f"option '{pair}' is not of the form key=value")
+    return key.strip(), value.strip()
+
+
+def _convert(key: str, text: str, kind: str) -> object:
+    try:
+        return {"int": int, "float": float, "str": str}[kind](text)
+    except ValueError:
+        raise DelegateOptionError(f"option {key} must be {kind}, got '{text}'") from None

@@ -1,0 +1,280 @@
+"""TFLite's SimpleDelegate, in Python, plugged into the official interpreter through ctypes.
+
+`SimpleDelegate` mirrors SimpleDelegateInterface (tflite/delegates/utils/simple_delegate.h): say
+which nodes are supported, and create one kernel per partition. `SimpleDelegateKernel` mirrors
+SimpleDelegateKernelInterface: init with the partition, prepare (again after every resize),
+invoke. Any `SimpleDelegate` can be passed in `experimental_delegates`: the interpreter only calls
+`_get_native_delegate_pointer()`.
+
+Every C callback goes through `_guarded`: no Python exception escapes into C. The error is
+reported through the context (the user sees a RuntimeError naming the cause), kept on the
+delegate as `last_error`, and the callback returns kTfLiteError.
+
+Invoke is native: the registration's invoke is a numba cfunc that reads the kernel's slot
+(`node->user_data`) and calls the address stored there: a compiled kernel's own entry point, or
+the Python invoke callback for kernels written in Python.
+"""
+from __future__ import annotations
+
+import ctypes
+import functools
+import logging
+import math
+import traceback
+from ctypes import POINTER, c_int64, c_void_p
+
+from . import abi
+from .context import Context, NodeInfo, Partition
+from .errors import DelegateOptionError
+
+log = logging.getLogger("fusion_delegate")
+
+_INIT_FAILED = ctypes.c_void_p(-1).value  # TfLiteKernelInitFailed() in common.cc
+
+
+class SimpleDelegateKernel:
+    """One delegate kernel per partition (SimpleDelegateKernelInterface)."""
+
+    #: Set in prepare to the address of a native `TfLiteStatus invoke(context, node)` to skip
+    #: Python on every invoke; 0 means `invoke()` is called.
+    native_invoke_address: int = 0
+
+    def init(self, context: Context, nodes: list[NodeInfo], inputs: tuple[int, ...],
+             outputs: tuple[int, ...]) -> None:
+        """Remember the partition (its nodes, and its input and output tensor ids)."""
+
+    def prepare(self, context: Context) -> None:
+        """Check shapes, set output shapes; runs again whenever inputs are resized."""
+
+    def invoke(self, context: Context) -> None:
+        raise NotImplementedError(f"{type(self).__name__} has neither invoke() nor a native one")
+
+
+class SimpleDelegate:
+    """A delegate defined by which nodes it supports and the kernel it creates.
+
+    Options follow TFLite's SimpleDelegate: `max_delegated_partitions` (<= 0: no limit) keeps the
+    largest partitions first; `min_nodes_per_partition` (<= 0: no minimum) stops at the first
+    partition smaller than it.
+    """
+
+    name = "python_delegate"
+
+    def __init__(self, *, max_delegated_partitions: int = 0,
+                 min_nodes_per_partition: int = 0) -> None:
+        for key, value in (("max_delegated_partitions", max_delegated_partitions),
+                           ("min_nodes_per_partition", min_nodes_per_partition)):
+            if isinstance(value, bool) or not isinstance(value, int):
+                raise DelegateOptionError(f"option {key} must be an integer, got {value!r}")
+        self.max_delegated_partitions = max_delegated_partitions
+        self.min_nodes_per_partition = min_nodes_per_partition
+        self.last_error: BaseException | None = None
+        #: What the last delegate Prepare saw and chose, for tools and tests.
+        self.last_plan: tuple[int, ...] = ()
+        self.last_partitions: list[Partition] = []
+        self._name_bytes = self.name.encode()
+        self._delegate = abi.TfLiteDelegate(
+            data_=None, Prepare=_DELEGATE_PREPARE, flags=abi.kTfLiteDelegateFlagsAllowDynamicTensors)
+        self._address = ctypes.addressof(self._delegate)
+        _LIVE_DELEGATES[self._address] = self
+
+    # --- the interface a delegate implements -------------------------------------------------
+    def initialize(self, context: Context) -> None:
+        """Called once per delegate Prepare, before any node is asked about."""
+
+    def is_node_supported(self, context: Context, node: NodeInfo) -> bool:
+        raise NotImplementedError
+
+    def create_kernel(self) -> SimpleDelegateKernel:
+        raise NotImplementedError
+
+    def select_partitions(self, context: Context, partitions: list[Partition]) -> list[Partition]:
+        """Largest first, at most `max_delegated_partitions`, stop below the minimum size
+        (GetFirstNLargestPartitions in tflite/delegates/utils.cc)."""
+        ordered = sorted(partitions, key=lambda p: len(p.nodes), reverse=True)
+        limit = self.max_delegated_partitions if self.max_delegated_partitions > 0 else len(ordered)
+        chosen = []
+        for partition in ordered[:limit]:
+            if len(partition.nodes) < self.min_nodes_per_partition:
+                break
+            chosen.append(partition)
+        return chosen
+
+    # --- what the interpreter calls -----------------------------------------------------------
+    def _get_native_delegate_pointer(self) -> int:
+        return self._address
+
+    def _prepare(self, context: Context) -> None:
+        abi.check_live_context(context.pointer)
+        self.initialize(context)
+        plan = context.execution_plan()
+        supported = tuple(i for i in plan if self.is_node_supported(context, context.node(i)))
+        chosen = self.select_partitions(context, context.preview_partitions(supported))
+        self.last_plan, self.last_partitions = plan, chosen
+        nodes = sorted(n for partition in chosen for n in partition.nodes)
+        log.info("%s: %d of %d nodes delegated in %d partitions",
+                 self.name, len(nodes), len(plan), len(chosen))
+        if not nodes:
+            return
+        registration = abi.TfLiteRegistration(
+            init=_KERNEL_INIT, free=_KERNEL_FREE, prepare=_KERNEL_PREPARE,
+            invoke=_invoke_trampoline_address(), builtin_code=abi.kTfLiteBuiltinDelegate,
+            custom_name=self._name_bytes, version=1)
+        context.replace_node_subsets(registration, tuple(nodes), self._delegate)
+
+    def __del__(self) -> None:
+        _LIVE_DELEGATES.pop(getattr(self, "_address", None), None)
+
+
+# --- the C callbacks ----------------------------------------------------------------------------
+# Delegates and kernels are found by address: the TfLiteDelegate struct's, and the kernel slot's
+# (the int64[2] {invoke address, 0} that init returns as node->user_data).
+_LIVE_DELEGATES: dict[int, SimpleDelegate] = {}
+_LIVE_KERNELS: dict[int, tuple[SimpleDelegateKernel, ctypes.Array, SimpleDelegate]] = {}
+
+
+def _guarded(failure, delegate_of=None):
+    """Wrap a C callback: report any exception through the context and return `failure`."""
+    def wrap(callback):
+        @functools.wraps(callback)
+        def guarded(context_pointer, *args):
+            try:
+                return callback(Context(context_pointer), *args)
+            except BaseException as error:  # noqa: BLE001 - nothing may escape into C
+                _report(context_pointer, callback.__name__, error, delegate_of, args)
+                return failure
+        return guarded
+    return wrap
+
+
+def _report(context_pointer, where: str, error: BaseException, delegate_of, args) -> None:
+    try:
+        delegate = delegate_of(*args) if delegate_of else None
+        if delegate is not None:
+            delegate.last_error = error
+    except BaseException:  # noqa: BLE001 - the pointers we were given may be the problem
+        pass
+    message = f"{where}: {type(error).__name__}: {error}"
+    log.debug("%s\n%s", message, "".join(traceback.format_exception(error)))
+    try:
+        Context(context_pointer).report_error(message)
+    except BaseException:  # noqa: BLE001 - a broken context must not take the process down
+        log.error("could not report through the context: %s", message)
+
+
+def _delegate_at(delegate_pointer) -> SimpleDelegate | None:
+    return _LIVE_DELEGATES.get(ctypes.cast(delegate_pointer, c_void_p).value)
+
+
+def _kernel_of_node(node_pointer):
+    return _LIVE_KERNELS.get(node_pointer.contents.user_data or 0)
+
+
+def _delegate_of_node(node_pointer):
+    record = _kernel_of_node(node_pointer)
+    return record[2] if record else None
+
+
+@_guarded(abi.kTfLiteError, delegate_of=_delegate_at)
+def _delegate_prepare(context: Context, delegate_pointer) -> int:
+    delegate = _delegate_at(delegate_pointer)
+    if delegate is None:
+        raise RuntimeError("delegate object is gone (was it garbage-collected?)")
+    delegate._prepare(context)
+    return abi.kTfLiteOk
+
+
+def _delegate_of_params(buffer, length):
+    params = ctypes.cast(buffer, POINTER(abi.TfLiteDelegateParams)).contents
+    return _delegate_at(params.delegate)
+
+
+@_guarded(_INIT_FAILED, delegate_of=_delegate_of_params)
+def _kernel_init(context: Context, buffer, length) -> int:
+    params = ctypes.cast(buffer, POINTER(abi.TfLiteDelegateParams)).contents
+    delegate = _delegate_at(params.delegate)
+    if delegate is None:
+        raise RuntimeError("kernel init for a delegate object that is gone")
+    kernel = delegate.create_kernel()
+    nodes = [context.node(i) for i in abi.int_array(params.nodes_to_replace)]
+    kernel.init(context, nodes, abi.int_array(params.input_tensors),
+                abi.int_array(params.output_tensors))
+    slot = (c_int64 * 2)(0, 0)
+    address = ctypes.addressof(slot)
+    _LIVE_KERNELS[address] = (kernel, slot, delegate)
+    return address
+
+
+def _kernel_free(context_pointer, buffer) -> None:
+    # Never raises: a dict pop on an int.
+    _LIVE_KERNELS.pop(buffer or 0, None)
+
+
+@_guarded(abi.kTfLiteError, delegate_of=_delegate_of_node)
+def _kernel_prepare(context: Context, node_pointer) -> int:
+    record = _kernel_of_node(node_pointer)
+    if record is None:
+        raise RuntimeError("prepare of a kernel whose init failed")
+    kernel, slot, _ = record
+    slot[0] = 0
+    kernel.prepare(context)
+    slot[0] = kernel.native_invoke_address or _PY_INVOKE_ADDRESS
+    return abi.kTfLiteOk
+
+
+@_guarded(abi.kTfLiteError, delegate_of=_delegate_of_node)
+def _kernel_invoke(context: Context, node_pointer) -> int:
+    kernel, _, _ = _kernel_of_node(node_pointer)
+    kernel.invoke(context)
+    return abi.kTfLiteOk
+
+
+_DELEGATE_PREPARE = abi.DelegatePrepareFn(_delegate_prepare)
+_KERNEL_INIT = abi.InitFn(_kernel_init)
+_KERNEL_FREE = abi.FreeFn(_kernel_free)
+_KERNEL_PREPARE = abi.PrepareFn(_kernel_prepare)
+_KERNEL_INVOKE = abi.InvokeFn(_kernel_invoke)
+_PY_INVOKE_ADDRESS = ctypes.cast(_KERNEL_INVOKE, c_void_p).value
+
+
+@functools.cache
+def _invoke_trampoline_address() -> int:
+    """Compile (once per process, cached on disk by numba) the registration's native invoke."""
+    from numba import cfunc, types
+
+    from codegen.native import call_status_fn, load_i64
+
+    user_data_offset = abi.NODE_USER_DATA_OFFSET
+
+    @cfunc(types.int32(types.int64, types.int64), cache=True)
+    def invoke_trampoline(context, node):
+        slot = load_i64(node + user_data_offset)
+        if slot == 0 or slot == -1:
+            return 1
+        function = load_i64(slot)
+        if function == 0:
+            return 1
+        return call_status_fn(function, context, node)
+
+    _KEEP_ALIVE.append(invoke_trampoline)
+    return invoke_trampoline.address
+
+
+_KEEP_ALIVE: list = []
+
+
+def broadcast_shape(*shapes: tuple[int, ...]) -> tuple[int, ...]:
+    """NumPy/TFLite broadcasting of shapes (CalculateShapeForBroadcast); raises ValueError."""
+    rank = max((len(s) for s in shapes), default=0)
+    out = []
+    for axis in range(rank):
+        dims = {s[axis - rank + len(s)] for s in shapes if axis - rank + len(s) >= 0}
+        dims.discard(1)
+        if len(dims) > 1:
+            raise ValueError(f"shapes {', '.join(map(str, shapes))} do not broadcast")
+        out.append(dims.pop() if dims else 1)
+    return tuple(out)
+
+
+def num_elements(shape: tuple[int, ...]) -> int:
+    return math.prod(shape)
