@@ -8,7 +8,9 @@ are in docs/kernel_semantics.md.
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
+from typing import Callable
 
 import numpy as np
 
@@ -42,20 +44,21 @@ class OpSpec:
     name: str
     code: int                         # tflite/builtin_ops.h
     arity: int
-    expr: str | dict                  # numba expression over {a}, {b} and params, or one per
-                                      # value of the `variant` param
+    expr: str                         # numba expression over {a}, {b} and params
     tolerance: Tolerance = EXACT      # against the builtin kernel, per element
     fused_activation: bool = False    # the builtin applies TfLiteFusedActivation afterwards
     params: tuple[str, ...] = ()      # builtin params the expression uses
     discontinuous: bool = False       # a tiny input change can change the output a lot
     cost: int = 1                     # per element, in units of one float add
-    variant: str | None = None        # the param that selects an entry of a dict `expr`
+    #: The op's meaning in float64 numpy, (a, b, params) -> array, before any fused activation:
+    #: what tests propagate errors through.
+    reference: Callable | None = None
 
     def render(self, args: list[str], params: dict) -> str:
         from .render import literal
-        template = self.expr[params[self.variant]] if self.variant else self.expr
-        values = {name: literal(params[name]) for name in self.params if name != self.variant}
-        expr = template.format(**dict(zip("ab", args)), **values)
+        values = {name: literal(value) if isinstance(value, float) else repr(value)
+                  for name, value in params.items() if name in self.params}
+        expr = self.expr.format(**dict(zip("ab", args)), **values)
         if self.fused_activation:
             _, lo, hi = ACTIVATIONS[params.get("activation", 0)]
             expr = f"clamp({expr}, {literal(lo)}, {literal(hi)})"
@@ -73,7 +76,8 @@ OPS: dict[str, OpSpec] = {spec.name: spec for spec in (
     OpSpec("SQUARED_DIFFERENCE", 99, 2, "({a} - {b}) * ({a} - {b})"),
     OpSpec("MAXIMUM", 55, 2, "maximum({a}, {b})"),
     OpSpec("MINIMUM", 57, 2, "minimum({a}, {b})"),
-    OpSpec("POW", 78, 2, "pow_f32({a}, {b})", _T(ulp=8), cost=30),
+    OpSpec("POW", 78, 2, "pow_tflite({a}, {b}, {integer_exponent})", _T(ulp=8),
+           params=("integer_exponent",), cost=30),
     OpSpec("NEG", 59, 1, "-{a}"),
     OpSpec("ABS", 101, 1, "np.abs({a})"),
     OpSpec("SQUARE", 92, 1, "{a} * {a}"),
@@ -83,8 +87,8 @@ OPS: dict[str, OpSpec] = {spec.name: spec for spec in (
     OpSpec("LOG", 73, 1, "log_f32({a})", _T(ulp=2), cost=12),
     OpSpec("SIN", 66, 1, "sin_f32({a})", _T(ulp=2), cost=15),
     OpSpec("COS", 108, 1, "cos_f32({a})", _T(ulp=2), cost=15),
-    OpSpec("TANH", 28, 1, "tanh_f32({a})", _T(ulp=4), cost=15),
-    OpSpec("LOGISTIC", 14, 1, "logistic_f32({a})", _T(ulp=4), cost=15),
+    OpSpec("TANH", 28, 1, "tanh_eigen({a})", cost=15),
+    OpSpec("LOGISTIC", 14, 1, "logistic_eigen({a})", _T(ulp=8), cost=15),
     OpSpec("RELU", 19, 1, "relu({a})"),
     OpSpec("RELU6", 21, 1, "relu6({a})"),
     OpSpec("RELU_N1_TO_1", 20, 1, "relu_n1_to_1({a})"),
@@ -92,14 +96,64 @@ OPS: dict[str, OpSpec] = {spec.name: spec for spec in (
     OpSpec("LEAKY_RELU", 98, 1, "leaky_relu({a}, {alpha})", params=("alpha",)),
     OpSpec("PRELU", 54, 2, "prelu({a}, {b})"),
     OpSpec("ELU", 111, 1, "elu({a})", _T(ulp=4), cost=12),
-    OpSpec("HARD_SWISH", 117, 1, "hard_swish({a})", cost=4),
-    OpSpec("GELU", 150, 1, {True: "gelu_tanh({a})", False: "gelu_erf({a})"},
-           _T(ulp=8, abs=1e-7), params=("approximate",), variant="approximate", cost=20),
+    OpSpec("HARD_SWISH", 117, 1, "hard_swish({a})", _T(ulp=1), cost=4),
+    OpSpec("GELU", 150, 1, "gelu({a}, {approximate})", _T(ulp=16, abs=1e-8),
+           params=("approximate",), cost=20),
     OpSpec("FLOOR", 8, 1, "np.floor({a})", discontinuous=True),
     OpSpec("CEIL", 104, 1, "np.ceil({a})", discontinuous=True),
     OpSpec("ROUND", 116, 1, "round_half_even({a})", discontinuous=True, cost=4),
     OpSpec("SIGN", 158, 1, "sign({a})", discontinuous=True),
 )}
+
+def _sign(x):
+    return np.where(x > 0, 1.0, np.where(x < 0, -1.0, 0.0))
+
+
+def _round_half_even(x):
+    return np.rint(x)
+
+
+_erfc = np.vectorize(math.erfc, otypes=[np.float64])
+
+_REFERENCES: dict[str, Callable] = {
+    "ADD": lambda a, b, p: a + b,
+    "SUB": lambda a, b, p: a - b,
+    "MUL": lambda a, b, p: a * b,
+    "DIV": lambda a, b, p: a / b,
+    "SQUARED_DIFFERENCE": lambda a, b, p: (a - b) ** 2,
+    "MAXIMUM": lambda a, b, p: np.where(a > b, a, b),
+    "MINIMUM": lambda a, b, p: np.where(a < b, a, b),
+    "POW": lambda a, b, p: np.power(a, float(p["integer_exponent"]) if p.get("integer_exponent")
+                                    else b),
+    "NEG": lambda a, b, p: -a,
+    "ABS": lambda a, b, p: np.abs(a),
+    "SQUARE": lambda a, b, p: a * a,
+    "SQRT": lambda a, b, p: np.sqrt(a),
+    "RSQRT": lambda a, b, p: 1.0 / np.sqrt(a),
+    "EXP": lambda a, b, p: np.exp(a),
+    "LOG": lambda a, b, p: np.log(a),
+    "SIN": lambda a, b, p: np.sin(a),
+    "COS": lambda a, b, p: np.cos(a),
+    "TANH": lambda a, b, p: np.tanh(a),
+    "LOGISTIC": lambda a, b, p: 1.0 / (1.0 + np.exp(-a)),
+    "RELU": lambda a, b, p: np.where(a < 0, 0.0, a),
+    "RELU6": lambda a, b, p: np.clip(a, 0.0, 6.0),
+    "RELU_N1_TO_1": lambda a, b, p: np.clip(a, -1.0, 1.0),
+    "RELU_0_TO_1": lambda a, b, p: np.clip(a, 0.0, 1.0),
+    "LEAKY_RELU": lambda a, b, p: np.where(a > 0, a, a * p["alpha"]),
+    "PRELU": lambda a, b, p: np.where(a >= 0, a, a * b),
+    "ELU": lambda a, b, p: np.where(a >= 0, a, np.expm1(a)),
+    "HARD_SWISH": lambda a, b, p: a * np.clip(a + 3.0, 0.0, 6.0) / 6.0,
+    "GELU": lambda a, b, p: (0.5 * a * (1.0 + np.tanh(0.7978845608028654
+                                                      * (a + 0.044715 * a ** 3))))
+    if p["approximate"] else 0.5 * a * _erfc(-a * 0.7071067811865476),
+    "FLOOR": lambda a, b, p: np.floor(a),
+    "CEIL": lambda a, b, p: np.ceil(a),
+    "ROUND": lambda a, b, p: _round_half_even(a),
+    "SIGN": lambda a, b, p: _sign(a),
+}
+OPS = {name: OpSpec(**{**spec.__dict__, "reference": _REFERENCES[name]})
+       for name, spec in OPS.items()}
 
 OPS_BY_CODE: dict[int, OpSpec] = {spec.code: spec for spec in OPS.values()}
 
@@ -110,7 +164,7 @@ HELPER_MODULES: dict[str, str] = {
     **{name: "codegen.scalar" for name in (
         "clamp", "maximum", "minimum", "relu", "relu6", "relu_n1_to_1", "relu_0_to_1",
         "leaky_relu", "prelu", "hard_swish", "elu", "sign", "round_half_even", "rsqrt",
-        "gelu_tanh", "gelu_erf")},
+        "pow_tflite", "tanh_eigen", "logistic_eigen", "gelu")},
     **{name: "codegen.mathf32" for name in (
         "exp_f32", "log_f32", "tanh_f32", "logistic_f32", "erf_f32", "sin_f32", "cos_f32",
         "pow_f32")},

@@ -81,9 +81,9 @@ def literal(value: float) -> str:
         return "FLT_MAX"
     if value == -np.finfo(np.float32).max:
         return "-FLT_MAX"
-    text = np.format_float_positional(value, unique=True, trim="-")
+    text = np.format_float_positional(value, unique=True, trim="0")
     if len(text) > 12:
-        text = np.format_float_scientific(value, unique=True, trim="-")
+        text = np.format_float_scientific(value, unique=True, trim="0")
     return f"np.float32({text})"
 
 

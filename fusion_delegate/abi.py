@@ -232,7 +232,8 @@ TFLITE_TYPES: dict[int, tuple[str, np.dtype | None]] = {
     12: ("COMPLEX128", np.dtype(np.complex128)), 13: ("UINT64", np.dtype(np.uint64)),
     14: ("RESOURCE", None), 15: ("VARIANT", None), 16: ("UINT32", np.dtype(np.uint32)),
     17: ("UINT16", np.dtype(np.uint16)), 18: ("INT4", None), 19: ("BFLOAT16", None),
-    20: ("INT2", None),
+    20: ("INT2", None), 21: ("UINT4", None), 22: ("FLOAT8E4M3FN", None),
+    23: ("FLOAT8E5M2", None),
 }
 TFLITE_TYPE_OF_DTYPE: dict[np.dtype, int] = {
     dtype: code for code, (_, dtype) in TFLITE_TYPES.items() if dtype is not None}

@@ -6,8 +6,10 @@ reproduce exactly as the builtin kernel does is never claimed.
 """
 from __future__ import annotations
 
-import ctypes
+import math
 from dataclasses import dataclass
+
+import numpy as np
 
 from codegen.ir import MAX_RANK, IRError, broadcast_shapes
 from codegen.ops import ACTIVATIONS, OPS_BY_CODE
@@ -17,6 +19,8 @@ from .context import Context, NodeInfo
 from .model import OP_NAMES
 
 FLOAT32 = 1
+#: Ops whose params live in a TfLite*Params struct at node->builtin_data (besides activations).
+PARAMS_STRUCTS = {"LEAKY_RELU": abi.TfLiteLeakyReluParams, "GELU": abi.TfLiteGeluParams}
 
 
 @dataclass(frozen=True)
@@ -53,10 +57,16 @@ def unsupported_reason(context: Context, node: NodeInfo) -> str | None:
         if tensor.is_dynamic:
             return f"dynamic tensor {tensor.name or tensor.index}"
     try:
-        broadcast_shapes(*(t.shape for t in tensors[:-1]))
+        shape = broadcast_shapes(*(t.shape for t in tensors[:-1]))
     except IRError:
         return f"shapes {' and '.join(str(list(t.shape)) for t in tensors[:-1])} do not broadcast"
-    if (spec.params or spec.fused_activation) and not node.builtin_data:
+    if spec.name == "PRELU" and shape != tensors[0].shape:
+        return f"PRELU alpha {list(tensors[1].shape)} broadcasts beyond the input"
+    exponent = tensors[1] if spec.name == "POW" else None
+    if exponent is not None and math.prod(exponent.shape) == 1 and not exponent.is_constant:
+        # LiteRT picks powf or repeated squaring per invoke from this value.
+        return "POW with a one-element exponent that is not a constant"
+    if (spec.fused_activation or spec.name in PARAMS_STRUCTS) and not node.builtin_data:
         return "builtin params missing"
     activation = dict(fused_node(node).params).get("activation", 0)
     if activation not in ACTIVATIONS:
@@ -70,11 +80,25 @@ def fused_node(node: NodeInfo) -> FusedNode:
     params: dict[str, object] = {}
     if spec.fused_activation and node.builtin_data:
         params["activation"] = abi.TfLiteArithParams.from_address(node.builtin_data).activation
-    if spec.name == "LEAKY_RELU":
-        alpha = abi.TfLiteLeakyReluParams.from_address(node.builtin_data).alpha
-        params["alpha"] = float(ctypes.c_float(alpha).value)
-    if spec.name == "GELU":
-        params["approximate"] = bool(abi.TfLiteGeluParams.from_address(node.builtin_data)
-                                     .approximate)
+    if spec.name in PARAMS_STRUCTS:
+        struct = PARAMS_STRUCTS[spec.name].from_address(node.builtin_data)
+        params.update((name, getattr(struct, name)) for name, _ in struct._fields_)
+    if spec.name == "POW":
+        params["integer_exponent"] = 0  # decided per shape in the kernel: integer_exponent()
     return FusedNode(index=node.index, op=spec.name, inputs=node.inputs, output=node.outputs[0],
                      params=tuple(sorted(params.items())))
+
+
+def integer_exponent(base_shape: tuple[int, ...], exponent_shape: tuple[int, ...],
+                     exponent: float | None) -> int:
+    """The n of LiteRT's IntegerExponentPow path (optimized_ops BroadcastPow4D), or 0 for powf:
+    a one-element constant exponent within 1e-5 of an integer n >= 1, shapes differing."""
+    if exponent is None or base_shape == exponent_shape:
+        return 0
+    value = np.float32(exponent)
+    if not np.isfinite(value):
+        return 0
+    rounded = np.float32(np.round(value))
+    if abs(value - rounded) < np.float32(1e-5) and rounded >= 1:
+        return int(rounded)
+    return 0

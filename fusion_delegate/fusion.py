@@ -15,7 +15,7 @@ from codegen.ir import KernelIR, Op, Value, broadcast_shapes
 from codegen.render import TensorTableLayout, render_kernel
 
 from . import abi
-from .claims import FusedNode, fused_node, op_name, unsupported_reason
+from .claims import FusedNode, fused_node, integer_exponent, op_name, unsupported_reason
 from .context import Context, NodeInfo, Partition
 from .errors import KernelCompileError
 from .options import FusionOptions
@@ -134,7 +134,8 @@ class FusionKernel(SimpleDelegateKernel):
             partition=self.partition,
             values=tuple(Value(t, self.names[t], shapes[t], self.literals.get(t))
                          for t in sorted(shapes)),
-            ops=tuple(Op(n.index, n.op, n.inputs, n.output, n.params) for n in self.nodes),
+            ops=tuple(Op(n.index, n.op, n.inputs, n.output, self._params(n, shapes))
+                      for n in self.nodes),
             inputs=tuple(t for t in self.inputs if t not in self.literals),
             outputs=self.outputs)
         try:
@@ -143,3 +144,11 @@ class FusionKernel(SimpleDelegateKernel):
             raise KernelCompileError(str(error), error.source_path) from error
         self.native_invoke_address = kernel.address
         self.delegate.kernels[self.partition] = PreparedKernel(self.partition, ir, kernel)
+
+    def _params(self, node: FusedNode, shapes: dict) -> tuple:
+        """Params that depend on the current shapes (POW's integer path)."""
+        if node.op != "POW":
+            return node.params
+        base, exponent = node.inputs
+        n = integer_exponent(shapes[base], shapes[exponent], self.literals.get(exponent))
+        return tuple(sorted({**dict(node.params), "integer_exponent": n}.items()))

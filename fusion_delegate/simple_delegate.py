@@ -21,6 +21,7 @@ import functools
 import logging
 import math
 import traceback
+import weakref
 from ctypes import POINTER, c_int64, c_void_p
 
 from . import abi
@@ -120,20 +121,28 @@ class SimpleDelegate:
             init=_KERNEL_INIT, free=_KERNEL_FREE, prepare=_KERNEL_PREPARE,
             invoke=_invoke_trampoline_address(), builtin_code=abi.kTfLiteBuiltinDelegate,
             custom_name=self._name_bytes, version=1)
-        context.replace_node_subsets(registration, tuple(nodes), self._delegate)
+        self.last_error = None
+        try:
+            context.replace_node_subsets(registration, tuple(nodes), self._delegate)
+        except RuntimeError:
+            if self.last_error is not None:
+                raise self.last_error from None  # a kernel init failed: that is the cause
+            raise
 
     def __del__(self) -> None:
-        _LIVE_DELEGATES.pop(getattr(self, "_address", None), None)
+        if _LIVE_DELEGATES is not None:  # None while the interpreter shuts down
+            _LIVE_DELEGATES.pop(getattr(self, "_address", None), None)
 
 
 # --- the C callbacks ----------------------------------------------------------------------------
 # Delegates and kernels are found by address: the TfLiteDelegate struct's, and the kernel slot's
 # (the int64[2] {invoke address, 0} that init returns as node->user_data).
-_LIVE_DELEGATES: dict[int, SimpleDelegate] = {}
+# Weak: the interpreter keeps its delegates alive (interpreter._delegates), we must not.
+_LIVE_DELEGATES: weakref.WeakValueDictionary[int, SimpleDelegate] = weakref.WeakValueDictionary()
 _LIVE_KERNELS: dict[int, tuple[SimpleDelegateKernel, ctypes.Array, SimpleDelegate]] = {}
 
 
-def _guarded(failure, delegate_of=None):
+def _guarded(where: str, failure, delegate_of=None):
     """Wrap a C callback: report any exception through the context and return `failure`."""
     def wrap(callback):
         @functools.wraps(callback)
@@ -141,7 +150,7 @@ def _guarded(failure, delegate_of=None):
             try:
                 return callback(Context(context_pointer), *args)
             except BaseException as error:  # noqa: BLE001 - nothing may escape into C
-                _report(context_pointer, callback.__name__, error, delegate_of, args)
+                _report(context_pointer, where, error, delegate_of, args)
                 return failure
         return guarded
     return wrap
@@ -154,7 +163,7 @@ def _report(context_pointer, where: str, error: BaseException, delegate_of, args
             delegate.last_error = error
     except BaseException:  # noqa: BLE001 - the pointers we were given may be the problem
         pass
-    message = f"{where}: {type(error).__name__}: {error}"
+    message = f"{where}: {type(error).__name__}: {error}\n"
     log.debug("%s\n%s", message, "".join(traceback.format_exception(error)))
     try:
         Context(context_pointer).report_error(message)
@@ -175,7 +184,7 @@ def _delegate_of_node(node_pointer):
     return record[2] if record else None
 
 
-@_guarded(abi.kTfLiteError, delegate_of=_delegate_at)
+@_guarded("delegate Prepare", abi.kTfLiteError, delegate_of=_delegate_at)
 def _delegate_prepare(context: Context, delegate_pointer) -> int:
     delegate = _delegate_at(delegate_pointer)
     if delegate is None:
@@ -189,7 +198,7 @@ def _delegate_of_params(buffer, length):
     return _delegate_at(params.delegate)
 
 
-@_guarded(_INIT_FAILED, delegate_of=_delegate_of_params)
+@_guarded("kernel init", _INIT_FAILED, delegate_of=_delegate_of_params)
 def _kernel_init(context: Context, buffer, length) -> int:
     params = ctypes.cast(buffer, POINTER(abi.TfLiteDelegateParams)).contents
     delegate = _delegate_at(params.delegate)
@@ -210,7 +219,7 @@ def _kernel_free(context_pointer, buffer) -> None:
     _LIVE_KERNELS.pop(buffer or 0, None)
 
 
-@_guarded(abi.kTfLiteError, delegate_of=_delegate_of_node)
+@_guarded("kernel prepare", abi.kTfLiteError, delegate_of=_delegate_of_node)
 def _kernel_prepare(context: Context, node_pointer) -> int:
     record = _kernel_of_node(node_pointer)
     if record is None:
@@ -222,7 +231,7 @@ def _kernel_prepare(context: Context, node_pointer) -> int:
     return abi.kTfLiteOk
 
 
-@_guarded(abi.kTfLiteError, delegate_of=_delegate_of_node)
+@_guarded("kernel invoke", abi.kTfLiteError, delegate_of=_delegate_of_node)
 def _kernel_invoke(context: Context, node_pointer) -> int:
     kernel, _, _ = _kernel_of_node(node_pointer)
     kernel.invoke(context)

@@ -1,0 +1,48 @@
+"""Shared test helpers: the real LiteRT interpreter is the oracle, never a mock."""
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+from ai_edge_litert.interpreter import Interpreter, OpResolverType
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "examples"))
+
+BUILTIN = OpResolverType.BUILTIN_WITHOUT_DEFAULT_DELEGATES
+
+
+def builtin_interpreter(model: bytes, delegates=(), **kwargs) -> Interpreter:
+    """LiteRT's builtin kernels, XNNPACK off: the oracle (or the host of our delegate)."""
+    interpreter = Interpreter(model_content=model, experimental_delegates=list(delegates),
+                              experimental_op_resolver_type=BUILTIN, **kwargs)
+    interpreter.allocate_tensors()
+    return interpreter
+
+
+def run(interpreter: Interpreter, inputs: list[np.ndarray]) -> list[np.ndarray]:
+    """Set inputs (resizing where the shape differs), invoke, return copies of all outputs."""
+    details = interpreter.get_input_details()
+    if any(tuple(d["shape"]) != a.shape for d, a in zip(details, inputs)):
+        for d, a in zip(details, inputs):
+            interpreter.resize_tensor_input(d["index"], list(a.shape))
+        interpreter.allocate_tensors()
+    for d, a in zip(interpreter.get_input_details(), inputs):
+        interpreter.set_tensor(d["index"], a)
+    interpreter.invoke()
+    return [interpreter.get_tensor(d["index"]).copy() for d in interpreter.get_output_details()]
+
+
+def same_bits(a: np.ndarray, b: np.ndarray) -> bool:
+    """Equal as float32 values, NaN == NaN (any payload), and -0.0 != 0.0."""
+    a, b = np.asarray(a, np.float32), np.asarray(b, np.float32)
+    if a.shape != b.shape:
+        return False
+    nan = np.isnan(a)
+    return bool(np.array_equal(nan, np.isnan(b))
+                and np.array_equal(a[~nan].view(np.int32), b[~nan].view(np.int32)))
+
+
+@pytest.fixture
+def rng():
+    return np.random.default_rng(1234)
