@@ -148,6 +148,10 @@ def _import(path: Path):
     name = f"fusion_delegate_kernels.{path.stem}"
     spec = importlib.util.spec_from_file_location(name, path)
     module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    sys.modules[name] = module
+    sys.modules[name] = module  # before exec: numba records the module name in its cache
+    try:
+        spec.loader.exec_module(module)
+    except BaseException:
+        del sys.modules[name]
+        raise
     return module

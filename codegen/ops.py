@@ -169,3 +169,17 @@ HELPER_MODULES: dict[str, str] = {
         "exp_f32", "log_f32", "tanh_f32", "logistic_f32", "erf_f32", "sin_f32", "cos_f32",
         "pow_f32")},
 }
+
+
+def markdown_table() -> str:
+    """The README's op table, generated from OPS so the two cannot drift apart."""
+    rows = ["| op | code | fused activation | params | tolerance vs LiteRT builtin |",
+            "|---|---|---|---|---|"]
+    for spec in OPS.values():
+        tolerance = "bit-exact" if spec.tolerance.exact else (
+            f"{spec.tolerance.ulp} ulp" + (f" + {spec.tolerance.abs:g}" if spec.tolerance.abs
+                                           else ""))
+        params = ", ".join(p for p in spec.params if p != "integer_exponent") or "-"
+        rows.append(f"| {spec.name} | {spec.code} | {'yes' if spec.fused_activation else '-'} "
+                    f"| {params} | {tolerance} |")
+    return "\n".join(rows)

@@ -6,8 +6,6 @@ whose GELU is written as MUL / ADD / TANH, and a swish (x * logistic(x)) gate.
 """
 from __future__ import annotations
 
-import time
-
 import numpy as np
 
 from .model import ModelBuilder
@@ -64,13 +62,3 @@ def build_demo_model(tokens: int = 256, width: int = 256, seed: int = 0) -> byte
     out = b.op("ADD", [gated, x], NONE, name="out/residual")
     b.output(out)
     return b.to_bytes()
-
-
-def time_invokes(interpreter, runs: int) -> float:
-    """Median seconds per invoke."""
-    times = []
-    for _ in range(runs):
-        start = time.perf_counter()
-        interpreter.invoke()
-        times.append(time.perf_counter() - start)
-    return float(np.median(times))

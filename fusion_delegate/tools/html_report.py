@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from html import escape
 
+from .runner import DELEGATE_LABEL, RESOLVER_LABELS
 from .text import node_ranges, shape
 
 LITERT_COLOR, DELEGATE_COLOR, IDLE_COLOR = "#8f9bb3", "#1b9e77", "#d5d9e0"
@@ -38,7 +39,7 @@ td.nowrap { white-space: nowrap; }
 svg text { font: 12px system-ui, -apple-system, "Segoe UI", Roboto, sans-serif; fill: #1d2433; }
 svg .value { fill: #3b4354; }
 .swatch { display: inline-block; width: 11px; height: 11px; border-radius: 2px;
-          margin: 0 4px 0 12px; vertical-align: -1px; }
+          margin-right: 6px; vertical-align: -1px; }
 """
 
 
@@ -70,6 +71,8 @@ def hbar_chart(rows: list[tuple[str, list[float]]], series: list[tuple[str, str]
                      f'text-anchor="end">{escape(label)}</text>')
         offset = 0.0
         for (name, color), value in zip(series, values):
+            if stacked and value <= 0:
+                continue
             w = max(value * scale, 1.0)
             bx = label_w + (offset if stacked else 0)
             parts.append(f'<rect class="bar" x="{bx:.1f}" y="{y}" width="{w:.1f}" '
@@ -147,24 +150,22 @@ def _partition_rows(partitions: list[dict]) -> list[list[str]]:
     rows = []
     for p in partitions:
         ratio = p["speedup"]
-        hit = p["cache_hit"]
-        compile_note = f"{hit} cache" if hit else f"compiled {p['compile_seconds']:.2f} s"
         rows.append([
-            f'<span class="swatch" style="background:{PALETTE[p["index"] % len(PALETTE)]};'
-            f'margin:0 6px 0 0"></span>{p["index"]}',
+            f'<span class="swatch" style="background:{PALETTE[p["index"] % len(PALETTE)]}">'
+            f'</span>{p["index"]}',
             f"<code>{escape(p['kernel'] or '-')}</code>", escape(node_ranges(p["nodes"])),
             escape(" ".join(p["ops"])),
             escape(shape(p["iteration_shape"] or ())), _num(p["litert_us"]),
             _num(p["delegate_us"]),
             f'<span class="{"good" if ratio >= 1 else "bad"}">{ratio:.2f}x</span>',
-            _num(p["gbps"], 1), escape(compile_note)])
+            _num(p["gbps"], 1), escape(p["compile"])])
     return rows
 
 
 def render_html(data: dict) -> str:
     """The whole page; every value from `data` is escaped."""
     e2e, machine = data["end_to_end"], data["machine"]
-    series = [("LiteRT default (XNNPACK)", LITERT_COLOR), ("fusion_delegate", DELEGATE_COLOR)]
+    series = [(RESOLVER_LABELS["xnnpack"], LITERT_COLOR), (DELEGATE_LABEL, DELEGATE_COLOR)]
     title = f"fusion-delegate report: {data['model'].rsplit('/', 1)[-1]}"
     meta = [data["model"], f"generated {data['generated']}", machine["cpu"],
             f"{data['num_threads']} thread(s)", f"medians of {data['num_runs']} interleaved runs",

@@ -79,8 +79,9 @@ class Plan:
 
     def to_json(self, source: bool = True) -> dict:
         data = asdict(self)
-        if not source:
-            for partition in data["partitions"]:
+        for row, partition in zip(self.partitions, data["partitions"]):
+            partition["compile"] = row.compile_note
+            if not source:
                 partition.pop("source")
         return data
 
@@ -144,4 +145,4 @@ def nothing_claimed_note(plan: Plan) -> str:
     reasons = Counter(n.reason for n in plan.nodes if n.reason)
     common = "; ".join(f"{count} node{'s' if count > 1 else ''}: {reason}"
                        for reason, count in reasons.most_common(3))
-    return f"nothing to fuse, no node was delegated: {common or 'the model has no nodes'}"
+    return f"nothing to fuse: no node was delegated; {common or 'the model has no nodes'}"

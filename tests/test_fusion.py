@@ -1,0 +1,157 @@
+"""The fusion delegate end to end in the real interpreter, with LiteRT's builtin kernels as oracle."""
+import ast
+import pathlib
+
+import numpy as np
+import pytest
+from hypothesis import Phase, given, settings
+from hypothesis import strategies as st
+
+import codegen.ops
+from conftest import ROOT, builtin_interpreter, run, same_bits
+from equivalence import graphs
+from fusion_delegate import FusionDelegate
+from fusion_delegate.demo import build_demo_model
+from fusion_delegate.model import ModelBuilder, read_model
+from fusion_delegate.tools.plan import describe
+
+NONE = {"fused_activation_function": 0}
+
+
+@pytest.fixture(scope="module")
+def cache_dir(tmp_path_factory):
+    return str(tmp_path_factory.mktemp("kernels"))
+
+
+def swish_chain(shape=(2, 8)) -> bytes:
+    b = ModelBuilder()
+    x = b.input("x", shape)
+    bias = b.const("bias", np.linspace(-1, 1, shape[-1]).astype(np.float32))
+    h = b.op("ADD", [x, bias], NONE, name="biased")
+    s = b.op("MUL", [h, b.op("LOGISTIC", [h], name="gate")], NONE, name="swish")
+    b.output(b.op("RELU6", [s], name="out"))
+    return b.to_bytes()
+
+
+def test_resize_to_new_shapes_and_back_reuses_the_cached_kernel(cache_dir, rng):
+    model = swish_chain()
+    delegate = FusionDelegate(cache_dir=cache_dir)
+    interpreter = builtin_interpreter(model, [delegate])
+    reference = builtin_interpreter(model)
+    hits = []
+    for shape in [(2, 8), (5, 3, 8), (1, 8), (2, 8)]:
+        x = [rng.standard_normal(shape).astype(np.float32) * 8]
+        got, want = run(interpreter, x)[0], run(reference, x)[0]
+        assert got.shape == shape
+        np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-7)
+        hits.append(delegate.kernels[0].kernel.cache_hit)
+    assert hits[-1] == "memory"
+
+
+def test_many_invokes_read_fresh_inputs_every_time(cache_dir, rng):
+    model = swish_chain((4, 16))
+    interpreter = builtin_interpreter(model, [FusionDelegate(cache_dir=cache_dir)])
+    reference = builtin_interpreter(model)
+    for _ in range(200):
+        x = [rng.standard_normal((4, 16)).astype(np.float32) * 5]
+        np.testing.assert_allclose(run(interpreter, x)[0], run(reference, x)[0],
+                                   rtol=1e-6, atol=1e-7)
+
+
+def test_two_interpreters_share_one_delegate(cache_dir, rng):
+    delegate = FusionDelegate(cache_dir=cache_dir)
+    first = builtin_interpreter(swish_chain((2, 8)), [delegate])
+    second = builtin_interpreter(swish_chain((3, 4)), [delegate])
+    for interpreter, shape in [(first, (2, 8)), (second, (3, 4)), (first, (2, 8))]:
+        x = [rng.standard_normal(shape).astype(np.float32)]
+        want = run(builtin_interpreter(swish_chain(shape)), x)[0]
+        np.testing.assert_allclose(run(interpreter, x)[0], want, rtol=1e-6, atol=1e-7)
+
+
+def test_demo_model_runs_fused_and_matches_litert(cache_dir, rng):
+    model = build_demo_model(tokens=16, width=32)
+    delegate = FusionDelegate(cache_dir=cache_dir)
+    interpreter = builtin_interpreter(model, [delegate])
+    assert delegate.summary() == "21 of 25 nodes delegated in 4 partitions"
+    x = [rng.standard_normal((1, 16, 32)).astype(np.float32)]
+    want = run(builtin_interpreter(model), x)[0]
+    np.testing.assert_allclose(run(interpreter, x)[0], want, rtol=1e-5, atol=1e-6)
+
+
+def test_unclaimed_nodes_say_why():
+    b = ModelBuilder()
+    x = b.input("x", (2, 3))
+    q = b.input("q", (2, 3), np.int32)
+    deep = b.input("deep", (1, 1, 1, 1, 1, 1, 2))
+    outputs = [b.op("ADD", [q, q], NONE), b.op("ADD", [deep, deep], NONE),
+               b.op("RESHAPE", [x, b.const("shape", np.array([3, 2], np.int32))],
+                    {"new_shape": [3, 2]}, shape=(3, 2)),
+               b.op("ABS", [x])]
+    b.output(*outputs)
+    delegate = FusionDelegate(cache_dir="")
+    builtin_interpreter(b.to_bytes(), [delegate])
+    reasons = [c.reason for c in sorted(delegate.claims.values(), key=lambda c: c.index)]
+    assert reasons == ["dtype int32 not supported", "rank 7 > 6", "op RESHAPE not supported",
+                       "partition too small (1 < 2 nodes)"]
+
+
+def test_generated_source_names_ops_and_keeps_float32_literals(cache_dir):
+    delegate = FusionDelegate(cache_dir=cache_dir)
+    builtin_interpreter(swish_chain(), [delegate])
+    source = delegate.kernels[0].kernel.source
+    assert source.startswith("# fusion_delegate kernel p0_add_logistic_mul_relu6.")
+    assert "node 0    ADD" in source and "-> gate (t" in source
+    tree = ast.parse(source)
+    bare_floats = [n.value for n in ast.walk(tree) if isinstance(n, ast.Constant)
+                   and isinstance(n.value, float)
+                   and not _inside_float32_call(tree, n)]
+    assert bare_floats == []
+    assert max(len(line) for line in source.splitlines() if not line.startswith("#")) <= 100
+
+
+def _inside_float32_call(tree, constant) -> bool:
+    for node in ast.walk(tree):
+        if (isinstance(node, ast.Call) and getattr(node.func, "attr", "") == "float32"
+                and constant in node.args):
+            return True
+    return False
+
+
+def test_claims_list_partitions_with_nodes_ops_tensors_and_source(cache_dir):
+    model = swish_chain()
+    delegate = FusionDelegate(cache_dir=cache_dir)
+    builtin_interpreter(model, [delegate])
+    plan = describe(read_model(model), delegate)
+    assert plan.summary == "4 of 4 nodes delegated in 1 partitions"
+    [partition] = plan.partitions
+    assert partition.nodes == (0, 1, 2, 3)
+    assert partition.ops == ["ADD", "LOGISTIC", "MUL", "RELU6"]
+    assert partition.inputs == (0, 1) and partition.outputs == (5,)
+    assert "def p0_add_logistic_mul_relu6(" in partition.source
+
+
+def test_codegen_knows_nothing_of_ctypes_or_the_delegate():
+    for path in (ROOT / "codegen").glob("*.py"):
+        tree = ast.parse(path.read_text())
+        imported = {alias.name.split(".")[0] for node in ast.walk(tree)
+                    if isinstance(node, (ast.Import, ast.ImportFrom))
+                    for alias in node.names} | {
+            (node.module or "").split(".")[0] for node in ast.walk(tree)
+            if isinstance(node, ast.ImportFrom)}
+        assert not imported & {"ctypes", "fusion_delegate"}, path.name
+
+
+def test_a_wrong_op_expression_is_caught_by_the_equivalence_check(monkeypatch, tmp_path):
+    """Proves the harness can fail: ADD rendered as a subtraction must be reported."""
+    from test_equivalence import check
+    wrong = codegen.ops.OPS["ADD"].__class__(**{**codegen.ops.OPS["ADD"].__dict__,
+                                               "expr": "{a} - {b}"})
+    monkeypatch.setitem(codegen.ops.OPS, "ADD", wrong)
+
+    @settings(max_examples=10, deadline=None, database=None, phases=[Phase.generate])
+    @given(graph=graphs(op_names=("ADD",)), seed=st.integers(0, 2**32 - 1))
+    def add_models(graph, seed):
+        check(graph, seed, str(tmp_path))
+
+    with pytest.raises(AssertionError, match="mismatches"):
+        add_models()
