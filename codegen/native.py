@@ -31,6 +31,15 @@ def load_i32(typingctx, address):
 
 
 @intrinsic
+def store_i64(typingctx, address, value):
+    """Store an int64 at `address`."""
+    def codegen(context, builder, signature, args):
+        builder.store(args[1], builder.inttoptr(args[0], ir.IntType(64).as_pointer()))
+        return context.get_dummy_value()
+    return types.void(types.int64, types.int64), codegen
+
+
+@intrinsic
 def float32_pointer(typingctx, address):
     """`address` as a float32*, for numba.carray."""
     def codegen(context, builder, signature, args):

@@ -6,7 +6,8 @@ import ctypes
 
 import numpy as np
 
-from fusion_delegate.simple_delegate import SimpleDelegate, SimpleDelegateKernel, broadcast_shape
+from codegen.ir import broadcast_shapes
+from fusion_delegate.simple_delegate import SimpleDelegate, SimpleDelegateKernel
 
 ADD, SUB, FLOAT32 = 0, 41, 1
 
@@ -21,7 +22,7 @@ class AddSubKernel(SimpleDelegateKernel):
         shapes = {}
         for node in self.nodes:
             a, b = (shapes.get(t) or context.tensor(t).shape for t in node.inputs)
-            shapes[node.outputs[0]] = broadcast_shape(a, b)
+            shapes[node.outputs[0]] = broadcast_shapes(a, b)
             if node.outputs[0] in self.outputs:
                 context.resize(node.outputs[0], shapes[node.outputs[0]])
 

@@ -105,14 +105,13 @@ class TfLiteRegistration(Structure):
 
 
 InitFn = CFUNCTYPE(c_void_p, POINTER(TfLiteContext), c_void_p, c_size_t)
-FreeFn = CFUNCTYPE(None, POINTER(TfLiteContext), c_void_p)
 PrepareFn = CFUNCTYPE(c_int, POINTER(TfLiteContext), POINTER(TfLiteNode))
 InvokeFn = PrepareFn
 DelegatePrepareFn = CFUNCTYPE(c_int, POINTER(TfLiteContext), POINTER(TfLiteDelegate))
 
 TfLiteRegistration._fields_ = [
     ("init", InitFn),
-    ("free", FreeFn),
+    ("free", c_void_p),                     # native: it runs while interpreters are destroyed
     ("prepare", PrepareFn),
     ("invoke", c_void_p),                   # a PrepareFn or a native (numba cfunc) address
     ("profiling_string", c_void_p),
@@ -297,14 +296,26 @@ class IntArray:
 _libc = ctypes.CDLL(None)
 _libc.malloc.restype = c_void_p
 _libc.malloc.argtypes = [c_size_t]
+_libc.free.restype = None
+_libc.free.argtypes = [c_void_p]
+
+
+def malloc(size: int) -> int:
+    """Memory that C may still touch after Python's objects are gone (e.g. at exit)."""
+    address = _libc.malloc(size)
+    if not address:
+        raise MemoryError(f"malloc({size}) failed")
+    return address
+
+
+def free(address: int) -> None:
+    _libc.free(address)
 
 
 def malloc_int_array(values) -> ctypes._Pointer:
     """A TfLiteIntArray allocated like TfLiteIntArrayCreate, for APIs that take ownership."""
     values = [int(v) for v in values]
-    address = _libc.malloc(4 * (len(values) + 1))
-    if not address:
-        raise MemoryError("malloc failed for a TfLiteIntArray")
+    address = malloc(4 * (len(values) + 1))
     (c_int * (len(values) + 1)).from_address(address)[:] = [len(values), *values]
     return ctypes.cast(address, POINTER(TfLiteIntArray))
 

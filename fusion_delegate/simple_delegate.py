@@ -10,21 +10,20 @@ Every C callback goes through `_guarded`: no Python exception escapes into C. Th
 reported through the context (the user sees a RuntimeError naming the cause), kept on the
 delegate as `last_error`, and the callback returns kTfLiteError.
 
-Invoke is native: the registration's invoke is a numba cfunc that reads the kernel's slot
-(`node->user_data`) and calls the address stored there: a compiled kernel's own entry point, or
-the Python invoke callback for kernels written in Python.
+Invoke and free are native (see native.py): invoke reads the kernel's slot (`node->user_data`)
+and calls the address stored there, a compiled kernel's own entry point or the Python invoke
+callback for kernels written in Python.
 """
 from __future__ import annotations
 
 import ctypes
 import functools
 import logging
-import math
 import traceback
 import weakref
 from ctypes import POINTER, c_int64, c_void_p
 
-from . import abi
+from . import abi, native
 from .context import Context, NodeInfo, Partition
 from .errors import DelegateOptionError
 
@@ -118,8 +117,8 @@ class SimpleDelegate:
         if not nodes:
             return
         registration = abi.TfLiteRegistration(
-            init=_KERNEL_INIT, free=_KERNEL_FREE, prepare=_KERNEL_PREPARE,
-            invoke=_invoke_trampoline_address(), builtin_code=abi.kTfLiteBuiltinDelegate,
+            init=_KERNEL_INIT, free=native.mark_freed.address, prepare=_KERNEL_PREPARE,
+            invoke=native.invoke_trampoline.address, builtin_code=abi.kTfLiteBuiltinDelegate,
             custom_name=self._name_bytes, version=1)
         self.last_error = None
         try:
@@ -135,11 +134,21 @@ class SimpleDelegate:
 
 
 # --- the C callbacks ----------------------------------------------------------------------------
-# Delegates and kernels are found by address: the TfLiteDelegate struct's, and the kernel slot's
-# (the int64[2] {invoke address, 0} that init returns as node->user_data).
+# Delegates and kernels are found by address: the TfLiteDelegate struct's, and the kernel slot's.
 # Weak: the interpreter keeps its delegates alive (interpreter._delegates), we must not.
 _LIVE_DELEGATES: weakref.WeakValueDictionary[int, SimpleDelegate] = weakref.WeakValueDictionary()
-_LIVE_KERNELS: dict[int, tuple[SimpleDelegateKernel, ctypes.Array, SimpleDelegate]] = {}
+_LIVE_KERNELS: dict[int, tuple[SimpleDelegateKernel, SimpleDelegate]] = {}
+
+
+def _slot(address: int) -> ctypes.Array:
+    return (c_int64 * 2).from_address(address)
+
+
+def sweep_freed_kernels() -> None:
+    """Release the kernels whose node the runtime has freed (see native.mark_freed)."""
+    for address in [a for a in _LIVE_KERNELS if _slot(a)[1]]:
+        del _LIVE_KERNELS[address]
+        abi.free(address)
 
 
 def _guarded(where: str, failure, delegate_of=None):
@@ -181,7 +190,7 @@ def _kernel_of_node(node_pointer):
 
 def _delegate_of_node(node_pointer):
     record = _kernel_of_node(node_pointer)
-    return record[2] if record else None
+    return record[1] if record else None
 
 
 @_guarded("delegate Prepare", abi.kTfLiteError, delegate_of=_delegate_at)
@@ -204,19 +213,15 @@ def _kernel_init(context: Context, buffer, length) -> int:
     delegate = _delegate_at(params.delegate)
     if delegate is None:
         raise RuntimeError("kernel init for a delegate object that is gone")
+    sweep_freed_kernels()
     kernel = delegate.create_kernel()
     nodes = [context.node(i) for i in abi.int_array(params.nodes_to_replace)]
     kernel.init(context, nodes, abi.int_array(params.input_tensors),
                 abi.int_array(params.output_tensors))
-    slot = (c_int64 * 2)(0, 0)
-    address = ctypes.addressof(slot)
-    _LIVE_KERNELS[address] = (kernel, slot, delegate)
+    address = abi.malloc(native.SLOT_BYTES)
+    _slot(address)[:] = [0, 0]
+    _LIVE_KERNELS[address] = (kernel, delegate)
     return address
-
-
-def _kernel_free(context_pointer, buffer) -> None:
-    # Never raises: a dict pop on an int.
-    _LIVE_KERNELS.pop(buffer or 0, None)
 
 
 @_guarded("kernel prepare", abi.kTfLiteError, delegate_of=_delegate_of_node)
@@ -224,7 +229,8 @@ def _kernel_prepare(context: Context, node_pointer) -> int:
     record = _kernel_of_node(node_pointer)
     if record is None:
         raise RuntimeError("prepare of a kernel whose init failed")
-    kernel, slot, _ = record
+    kernel, _ = record
+    slot = _slot(node_pointer.contents.user_data)
     slot[0] = 0
     kernel.prepare(context)
     slot[0] = kernel.native_invoke_address or _PY_INVOKE_ADDRESS
@@ -233,57 +239,16 @@ def _kernel_prepare(context: Context, node_pointer) -> int:
 
 @_guarded("kernel invoke", abi.kTfLiteError, delegate_of=_delegate_of_node)
 def _kernel_invoke(context: Context, node_pointer) -> int:
-    kernel, _, _ = _kernel_of_node(node_pointer)
+    kernel, _ = _kernel_of_node(node_pointer)
     kernel.invoke(context)
     return abi.kTfLiteOk
 
 
 _DELEGATE_PREPARE = abi.DelegatePrepareFn(_delegate_prepare)
 _KERNEL_INIT = abi.InitFn(_kernel_init)
-_KERNEL_FREE = abi.FreeFn(_kernel_free)
 _KERNEL_PREPARE = abi.PrepareFn(_kernel_prepare)
 _KERNEL_INVOKE = abi.InvokeFn(_kernel_invoke)
 _PY_INVOKE_ADDRESS = ctypes.cast(_KERNEL_INVOKE, c_void_p).value
-
-
-@functools.cache
-def _invoke_trampoline_address() -> int:
-    """Compile (once per process, cached on disk by numba) the registration's native invoke."""
-    from numba import cfunc, types
-
-    from codegen.native import call_status_fn, load_i64
-
-    user_data_offset = abi.NODE_USER_DATA_OFFSET
-
-    @cfunc(types.int32(types.int64, types.int64), cache=True)
-    def invoke_trampoline(context, node):
-        slot = load_i64(node + user_data_offset)
-        if slot == 0 or slot == -1:
-            return 1
-        function = load_i64(slot)
-        if function == 0:
-            return 1
-        return call_status_fn(function, context, node)
-
-    _KEEP_ALIVE.append(invoke_trampoline)
-    return invoke_trampoline.address
-
-
-_KEEP_ALIVE: list = []
-
-
-def broadcast_shape(*shapes: tuple[int, ...]) -> tuple[int, ...]:
-    """NumPy/TFLite broadcasting of shapes (CalculateShapeForBroadcast); raises ValueError."""
-    rank = max((len(s) for s in shapes), default=0)
-    out = []
-    for axis in range(rank):
-        dims = {s[axis - rank + len(s)] for s in shapes if axis - rank + len(s) >= 0}
-        dims.discard(1)
-        if len(dims) > 1:
-            raise ValueError(f"shapes {', '.join(map(str, shapes))} do not broadcast")
-        out.append(dims.pop() if dims else 1)
-    return tuple(out)
-
-
-def num_elements(shape: tuple[int, ...]) -> int:
-    return math.prod(shape)
+# The thunks must outlive every interpreter, even those finalized after module teardown.
+for _thunk in (_DELEGATE_PREPARE, _KERNEL_INIT, _KERNEL_PREPARE, _KERNEL_INVOKE):
+    ctypes.pythonapi.Py_IncRef(ctypes.py_object(_thunk))

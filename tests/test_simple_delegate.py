@@ -205,6 +205,7 @@ def test_hundreds_of_interpreters_with_shared_and_separate_delegates_do_not_leak
             delegate = shared if i % 2 else AddSubDelegate()
             run(builtin_interpreter(model, [delegate]), values)
         gc.collect()
+        simple_delegate.sweep_freed_kernels()
 
     cycle(50)
     before, kernels, delegates = (rss_kib(), len(simple_delegate._LIVE_KERNELS),
@@ -222,3 +223,36 @@ def test_truncated_model_is_refused_cleanly_with_delegate(cut):
     with pytest.raises(ValueError):
         Interpreter(model_content=model[:cut] if cut else b"", experimental_delegates=[
             AddSubDelegate()])
+
+
+EXIT_SCRIPT = """
+import sys
+sys.path[:0] = [{root!r}, {tests!r}, {examples!r}]
+import numpy as np
+from add_sub_delegate import AddSubDelegate
+from conftest import builtin_interpreter, run
+from test_simple_delegate import chain_model
+import gc
+from fusion_delegate import native, simple_delegate
+interpreter = builtin_interpreter(chain_model(), [AddSubDelegate()])
+run(interpreter, [np.ones((2, 3), np.float32)] * 2)
+# What interpreter shutdown may do before the last interpreter is finalized: our modules'
+# globals are cleared (and with them whatever only they kept alive).
+for module in (simple_delegate, native):
+    vars(module).clear()
+gc.collect()
+del interpreter
+gc.collect()
+print("exiting")
+"""
+
+
+def test_interpreters_destroyed_after_our_modules_at_exit_do_not_crash():
+    import subprocess
+    import sys
+    from conftest import ROOT
+    script = EXIT_SCRIPT.format(root=str(ROOT), tests=str(ROOT / "tests"),
+                                examples=str(ROOT / "examples"))
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                          timeout=120)
+    assert done.returncode == 0 and "exiting" in done.stdout, done.stderr[-2000:]

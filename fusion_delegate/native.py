@@ -1,0 +1,42 @@
+"""The registration's native callbacks: invoke and free never run Python.
+
+Invoke is on the hot path; free runs while interpreters are destroyed, possibly during
+interpreter shutdown after Python's module state is gone, when calling a ctypes thunk would
+crash. A kernel slot is `int64[2] {invoke address, freed flag}`, malloc'd by kernel init and
+returned as node->user_data; free only sets the flag, and Python releases flagged slots later.
+"""
+import ctypes
+
+from numba import cfunc, types
+
+from codegen.native import call_status_fn, load_i64, store_i64
+
+from .abi import NODE_USER_DATA_OFFSET, kTfLiteError
+
+SLOT_BYTES = 16
+SLOT_FREED_OFFSET = 8
+_NO_SLOT = -1  # TfLiteKernelInitFailed()
+
+
+@cfunc(types.int32(types.int64, types.int64), cache=True)
+def invoke_trampoline(context, node):
+    """Call the invoke address in the node's slot (a compiled kernel, or Python's callback)."""
+    slot = load_i64(node + NODE_USER_DATA_OFFSET)
+    if slot == 0 or slot == _NO_SLOT:
+        return kTfLiteError
+    function = load_i64(slot)
+    if function == 0:
+        return kTfLiteError
+    return call_status_fn(function, context, node)
+
+
+@cfunc(types.void(types.int64, types.int64), cache=True)
+def mark_freed(context, slot):
+    """TfLiteRegistration.free: flag the slot; Python frees it on its next sweep."""
+    if slot != 0 and slot != _NO_SLOT:
+        store_i64(slot + SLOT_FREED_OFFSET, 1)
+
+
+# Their machine code must outlive every interpreter, even those finalized after module teardown.
+for _callback in (invoke_trampoline, mark_freed):
+    ctypes.pythonapi.Py_IncRef(ctypes.py_object(_callback))

@@ -1,0 +1,205 @@
+"""Whether fusing a partition pays, predicted from costs measured on this machine.
+
+The delegate leaves a partition to LiteRT unless its fused kernel is predicted to be at least
+`min_speedup` times faster than LiteRT's default path (XNNPACK) running the same ops one by one.
+perf/calibrate.py times chains of every op both ways and fits linear costs, committed as
+cost_model.json with the machine, versions and date (rerun it to refit):
+
+- LiteRT: each op costs c0 + c1 * n for its output's n elements; c1 is constant between the
+  model's `breaks` (about where tensors leave L2 and L3), because an element costs more there.
+- Fused: one loop over the partition's iteration elements: a fixed cost, a per-element loop cost
+  (loads and stores, piecewise like c1) and each op's per-element compute.
+
+Costs both sides pay alike (the Python call into the interpreter) are left out, and so is the
+fixed cost of an XNNPACK partition, which claiming saves or adds depending on where the
+partition sits. An op the model lacks takes the costs of the measured op of its cost class
+(codegen.ops.TRANSCENDENTAL or not) whose fused compute is slowest. A missing or corrupt cost
+model is logged once and predicts nothing: `speedup` is then inf, so the delegate claims as it
+does with min_speedup=0, and never fails for a bad data file.
+"""
+from __future__ import annotations
+
+import functools
+import json
+import logging
+import math
+from dataclasses import dataclass
+from pathlib import Path
+
+from codegen.ops import OPS, TRANSCENDENTAL
+
+from .errors import FusionDelegateError
+
+log = logging.getLogger("fusion_delegate")
+
+DEFAULT_PATH = Path(__file__).with_name("cost_model.json")
+FORMAT = 1
+
+
+class CostModelError(FusionDelegateError, ValueError):
+    """cost_model.json is missing, unreadable or not what perf/calibrate.py writes."""
+
+
+@dataclass(frozen=True)
+class Prediction:
+    litert_us: float      # the partition's ops run one by one by LiteRT's default path (XNNPACK)
+    fused_us: float       # our one fused kernel
+
+    @property
+    def speedup(self) -> float:
+        """litert_us / fused_us; inf when unknown (no usable cost model), so it is claimed."""
+        if math.isnan(self.litert_us) or math.isnan(self.fused_us) or self.fused_us <= 0:
+            return math.inf
+        return self.litert_us / self.fused_us
+
+
+UNKNOWN = Prediction(math.nan, math.nan)
+
+
+@dataclass(frozen=True)
+class Linear:
+    """c0 + c1 * n, with c1 constant on each interval between the cost model's breaks."""
+    c0_us: float
+    c1_ns: tuple[float, ...]
+
+    def us(self, n: int, breaks: tuple[int, ...]) -> float:
+        edges = (0, *breaks, math.inf)
+        ns = sum(c1 * max(0, min(n, hi) - lo) for c1, lo, hi in zip(self.c1_ns, edges, edges[1:]))
+        return self.c0_us + ns / 1e3
+
+
+@dataclass(frozen=True)
+class OpCost:
+    litert: Linear        # one op run by LiteRT, by its output's elements
+    fused_ns: float       # its compute inside the fused loop, per iteration element
+
+
+@dataclass(frozen=True)
+class Costs:
+    """Everything measured at one thread count."""
+    fused: Linear         # the fused loop without its ops: fixed cost, loads and stores
+    ops: dict[str, OpCost]
+
+
+@dataclass(frozen=True)
+class CostModel:
+    header: dict
+    breaks: tuple[int, ...]
+    threads: dict[int, Costs]
+
+    @classmethod
+    def from_json(cls, data: object, source: str = "cost model") -> CostModel:
+        """Checks every number predict() uses; anything else wrong raises CostModelError."""
+        return _Parser(source).model(data)
+
+    def costs(self, threads: int) -> Costs:
+        """The largest measured thread count up to `threads` (< 1, as TFLite's -1: one)."""
+        measured = sorted(self.threads)
+        below = [t for t in measured if t <= max(threads, 1)]
+        return self.threads[below[-1] if below else measured[0]]
+
+    def op_cost(self, costs: Costs, name: str) -> OpCost:
+        """The op's measured costs, or those of its cost class's slowest fused op."""
+        if name in costs.ops:
+            return costs.ops[name]
+        expensive = name in TRANSCENDENTAL or name not in OPS
+        same = [n for n in costs.ops if (n in TRANSCENDENTAL) == expensive] or list(costs.ops)
+        return costs.ops[max(same, key=lambda n: costs.ops[n].fused_ns)]
+
+    def predict(self, ops: list[tuple[str, int]], iteration_elements: int,
+                threads: int = 1) -> Prediction:
+        costs = self.costs(threads)
+        per_op = [(self.op_cost(costs, name), n) for name, n in ops]
+        litert = sum(cost.litert.us(n, self.breaks) for cost, n in per_op)
+        compute_ns = sum(cost.fused_ns for cost, _ in per_op) * iteration_elements
+        fused = costs.fused.us(iteration_elements, self.breaks) + compute_ns / 1e3
+        return Prediction(litert, fused)
+
+
+@functools.lru_cache(maxsize=None)
+def load_cost_model(path: str | Path | None = None) -> CostModel:
+    """The cost model at `path` (default: the one shipped beside this module), read once."""
+    path = Path(path) if path is not None else DEFAULT_PATH
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, UnicodeDecodeError, ValueError) as error:
+        raise CostModelError(f"{path}: cannot read cost model ({error}); "
+                             "regenerate it with `python perf/calibrate.py`") from None
+    return CostModel.from_json(data, str(path))
+
+
+@functools.lru_cache(maxsize=None)
+def _usable(path: str | Path | None) -> CostModel | None:
+    try:
+        return load_cost_model(path)
+    except CostModelError as error:
+        log.warning("%s; partitions are claimed without an estimate (as min_speedup=0)", error)
+        return None
+
+
+def predict(ops: list[tuple[str, int]], iteration_elements: int, threads: int = 1,
+            path: str | Path | None = None) -> Prediction:
+    """LiteRT's and the fused kernel's predicted time for a partition.
+
+    ops: (OPS name, elements of that op's output), in partition order; iteration_elements:
+    elements of the fused loop nest; threads: the interpreter's. Never raises for a bad cost
+    model: it predicts UNKNOWN (speedup inf) and logs why, once.
+    """
+    model = _usable(path)
+    return UNKNOWN if model is None else model.predict(ops, iteration_elements, threads)
+
+
+class _Parser:
+    """Reads the JSON written by perf/calibrate.py, naming the first field that is wrong."""
+
+    def __init__(self, source: str) -> None:
+        self.source = source
+
+    def fail(self, message: str) -> CostModelError:
+        return CostModelError(f"{self.source}: {message}; "
+                              "regenerate it with `python perf/calibrate.py`")
+
+    def field(self, data: object, key: str, kind: type, where: str) -> object:
+        if not isinstance(data, dict) or not isinstance(data.get(key), kind):
+            raise self.fail(f"{where}{key} missing or not a {kind.__name__}")
+        return data[key]
+
+    def number(self, value: object, where: str) -> float:
+        if isinstance(value, bool) or not isinstance(value, (int, float)) \
+                or not math.isfinite(value) or value < 0:
+            raise self.fail(f"{where} is {value!r}, expected a number >= 0")
+        return float(value)
+
+    def model(self, data: object) -> CostModel:
+        if not isinstance(data, dict) or data.get("format") != FORMAT:
+            raise self.fail(f"not a cost model of format {FORMAT}")
+        header = self.field(data, "header", dict, "")
+        breaks = self.field(data, "breaks", list, "")
+        if not all(isinstance(b, int) and b > 0 for b in breaks) or breaks != sorted(set(breaks)):
+            raise self.fail(f"breaks {breaks!r} are not increasing positive integers")
+        tables = self.field(data, "threads", dict, "")
+        if not tables or not all(key.isdigit() and int(key) >= 1 for key in tables):
+            raise self.fail(f"threads {sorted(tables)!r} are not thread counts >= 1")
+        return CostModel(header, tuple(breaks), {
+            int(key): self.costs(value, len(breaks), f"threads.{key}.")
+            for key, value in tables.items()})
+
+    def costs(self, data: object, n_breaks: int, where: str) -> Costs:
+        ops = self.field(data, "ops", dict, where)
+        if not ops:
+            raise self.fail(f"{where}ops is empty")
+        return Costs(self.linear(self.field(data, "fused", dict, where), n_breaks, where + "fused"),
+                     {name: self.op(value, n_breaks, f"{where}ops.{name}")
+                      for name, value in ops.items()})
+
+    def op(self, data: object, n_breaks: int, where: str) -> OpCost:
+        litert = self.linear(self.field(data, "litert", dict, where + "."), n_breaks,
+                             where + ".litert")
+        return OpCost(litert, self.number(data.get("fused_ns"), where + ".fused_ns"))
+
+    def linear(self, data: dict, n_breaks: int, where: str) -> Linear:
+        c1 = self.field(data, "c1_ns", list, where + ".")
+        if len(c1) != n_breaks + 1:
+            raise self.fail(f"{where}.c1_ns has {len(c1)} values, expected {n_breaks + 1}")
+        return Linear(self.number(data.get("c0_us"), where + ".c0_us"),
+                      tuple(self.number(v, f"{where}.c1_ns[{i}]") for i, v in enumerate(c1)))

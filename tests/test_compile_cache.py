@@ -1,0 +1,107 @@
+"""The compile cache: in memory across kernel objects, on disk across processes, never trusted
+blindly."""
+import json
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from codegen.compile import KernelCache, cache_key
+from conftest import ROOT, builtin_interpreter, run
+from fusion_delegate import FusionDelegate
+from fusion_delegate.model import ModelBuilder
+
+NONE = {"fused_activation_function": 0}
+
+SCRIPT = """
+import json, sys
+import numpy as np
+sys.path[:0] = [{root!r}, {tests!r}]
+from conftest import builtin_interpreter, run
+from fusion_delegate import FusionDelegate
+delegate = FusionDelegate(cache_dir={cache!r})
+interpreter = builtin_interpreter(open({model!r}, "rb").read(), [delegate])
+out = run(interpreter, [np.arange(24, dtype=np.float32).reshape(4, 6) / 7])[0]
+print(json.dumps({{"hits": [k.kernel.cache_hit for k in delegate.kernels.values()],
+                  "out": out.tolist()}}))
+"""
+
+
+def model_bytes() -> bytes:
+    b = ModelBuilder()
+    x = b.input("x", (4, 6))
+    h = b.op("MUL", [x, b.const("k", np.array(1.5, np.float32))], NONE)
+    b.output(b.op("TANH", [b.op("ADD", [h, x], NONE)]))
+    return b.to_bytes()
+
+
+def in_new_process(tmp_path, cache) -> dict:
+    model = tmp_path / "m.tflite"
+    model.write_bytes(model_bytes())
+    script = SCRIPT.format(root=str(ROOT), tests=str(ROOT / "tests"), cache=str(cache),
+                           model=str(model))
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                          timeout=300)
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def test_second_process_initialises_without_compiling(tmp_path):
+    cache = tmp_path / "cache"
+    first = in_new_process(tmp_path, cache)
+    second = in_new_process(tmp_path, cache)
+    assert first["hits"] == [""]
+    assert second["hits"] == ["disk"]
+    assert first["out"] == second["out"]
+
+
+@pytest.mark.parametrize("damage", ["garble_source", "truncate_numba_index",
+                                    "garble_numba_data"])
+def test_corrupt_cache_entry_is_a_miss_and_is_rebuilt(tmp_path, damage):
+    cache = tmp_path / "cache"
+    expected = in_new_process(tmp_path, cache)["out"]
+    if damage == "garble_source":
+        [source] = cache.glob("*.py")
+        source.write_text(source.read_text().replace("def ", "def broken syntax "))
+    else:
+        suffix = ".nbi" if "index" in damage else ".nbc"
+        files = list((cache / "__pycache__").glob(f"*{suffix}"))
+        assert files
+        for path in files:
+            data = path.read_bytes()
+            path.write_bytes(data[: len(data) // 2] if "truncate" in damage
+                             else bytes(b ^ 0x5A for b in data))
+    again = in_new_process(tmp_path, cache)
+    assert again["hits"] == [""]
+    assert again["out"] == expected
+
+
+def test_kernels_outlive_kernel_objects_in_memory(tmp_path, rng):
+    delegate = FusionDelegate(cache_dir=str(tmp_path))
+    for _ in range(2):
+        interpreter = builtin_interpreter(model_bytes(), [delegate])
+        run(interpreter, [rng.standard_normal((4, 6)).astype(np.float32)])
+    assert delegate.kernels[0].kernel.cache_hit == "memory"
+
+
+def test_disk_cache_can_be_turned_off(tmp_path, rng, monkeypatch):
+    monkeypatch.setenv("HOME", str(tmp_path))
+    delegate = FusionDelegate(cache_dir="")
+    run(builtin_interpreter(model_bytes(), [delegate]),
+        [rng.standard_normal((4, 6)).astype(np.float32)])
+    path = delegate.kernels[0].kernel.path
+    assert str(tmp_path) not in str(path) and delegate.cache.directory is None
+
+
+def test_cache_key_covers_source_versions_and_cpu():
+    assert cache_key("a") != cache_key("b")
+    assert len(cache_key("a")) == 20
+
+
+def test_unwritable_cache_directory_gives_a_clear_error(tmp_path):
+    blocker = tmp_path / "file"
+    blocker.write_text("not a directory")
+    cache = KernelCache(blocker / "cache")
+    with pytest.raises(OSError):
+        cache.get("k", "x = 1\n")
