@@ -1,0 +1,439 @@
+"""The performance suite, one command: `python perf/suite.py [--quick] [--sizes 16K 4M] [--out]`.
+
+For each workload and size it times LiteRT's default (XNNPACK), LiteRT's builtin kernels
+without XNNPACK and the fusion delegate in the same interleaved rounds, sets those times against
+the memory-bandwidth lower bound (bytes the fused kernel must move / copy bandwidth measured in
+this run), and records each partition's cold and warm init. It also times a tiny model for the
+per-invoke overhead. Results go to a fixed-width table on stdout, a markdown report and JSON.
+"""
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import os
+import platform
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import asdict, dataclass
+from importlib.metadata import version
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))  # `python perf/suite.py` from anywhere
+
+import numpy as np  # noqa: E402
+from ai_edge_litert.interpreter import Interpreter, OpResolverType  # noqa: E402
+from llvmlite import binding  # noqa: E402
+
+import fusion_delegate  # noqa: E402
+from fusion_delegate import FusionDelegate  # noqa: E402
+from perf.timing import (MIN_ROUNDS, Samples, copy_bandwidth, interleaved,  # noqa: E402
+                         last_level_cache_bytes)
+from perf.workloads import TINY, WORKLOADS, Case, Workload  # noqa: E402
+
+DEFAULT, BUILTIN, DELEGATE, BOUND = "litert_default", "litert_builtin", "delegate", "bound"
+METHODS = (DEFAULT, BUILTIN, DELEGATE)
+TINY_ELEMENTS = 32
+
+
+@dataclass(frozen=True)
+class Config:
+    """How long to measure: `--quick` trades precision for a run of well under a minute."""
+    sizes: tuple[int, ...]
+    rounds: int                     # at most; at least timing.MIN_ROUNDS
+    batch_seconds: float
+    case_seconds: float             # timing budget per case (stops before `rounds` if over)
+    tiny_rounds: int
+    tiny_batch_seconds: float
+    copy_repeats: int
+    threads: int
+
+
+FULL = dict(sizes=(16 << 10, 256 << 10, 4 << 20), rounds=301, batch_seconds=0.002,
+            case_seconds=8.0, tiny_rounds=301, tiny_batch_seconds=0.002, copy_repeats=31)
+QUICK = dict(sizes=(16 << 10, 256 << 10), rounds=15, batch_seconds=0.001, case_seconds=0.5,
+             tiny_rounds=15, tiny_batch_seconds=0.001, copy_repeats=7)
+
+
+# ------------------------------------------------------------------------------ interpreters
+
+def delegate_options(cache_dir: str, threads: int) -> dict:
+    """min_speedup=0: the suite measures the fused kernels even where the delegate's own
+    estimate would leave a partition to LiteRT."""
+    return dict(cache_dir=cache_dir, num_threads=threads, min_speedup=0.0)
+
+
+RESOLVERS = {DEFAULT: OpResolverType.AUTO,
+             BUILTIN: OpResolverType.BUILTIN_WITHOUT_DEFAULT_DELEGATES,
+             DELEGATE: OpResolverType.AUTO}   # XNNPACK takes whatever the delegate leaves
+
+
+def interpreter(model: bytes, method: str, threads: int,
+                delegate: FusionDelegate | None = None) -> Interpreter:
+    """An allocated interpreter for one method (`delegate` is used by DELEGATE only)."""
+    it = Interpreter(model_content=model, num_threads=threads,
+                     experimental_delegates=[delegate] if method == DELEGATE else [],
+                     experimental_op_resolver_type=RESOLVERS[method])
+    it.allocate_tensors()
+    return it
+
+
+def set_inputs(it: Interpreter, inputs: dict[str, np.ndarray]) -> None:
+    for detail in it.get_input_details():
+        it.set_tensor(detail["index"], inputs[detail["name"]])
+
+
+def output(it: Interpreter) -> np.ndarray:
+    return it.get_tensor(it.get_output_details()[0]["index"])
+
+
+# -------------------------------------------------------------------------------------- init
+
+@dataclass(frozen=True)
+class Init:
+    """One interpreter's construction + allocate_tensors, and what each partition's kernel cost."""
+    seconds: float
+    kernels: tuple[tuple[int, str, str, float], ...]   # partition, kernel, cache_hit, seconds
+
+
+def timed_delegate_init(model: bytes, cache_dir: str,
+                        threads: int) -> tuple[Init, Interpreter, FusionDelegate]:
+    delegate = FusionDelegate(**delegate_options(cache_dir, threads))
+    start = time.perf_counter()
+    it = interpreter(model, DELEGATE, threads, delegate)
+    seconds = time.perf_counter() - start
+    kernels = tuple((p, k.kernel.name, k.kernel.cache_hit, k.kernel.compile_seconds)
+                    for p, k in sorted(delegate.kernels.items()))
+    return Init(seconds, kernels), it, delegate
+
+
+def disk_init(model: bytes, cache_dir: str, threads: int) -> Init:
+    """Init in a fresh process that finds the kernels only in the on-disk cache."""
+    with tempfile.NamedTemporaryFile(suffix=".tflite") as handle:
+        handle.write(model)
+        handle.flush()
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join(
+            filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
+        run = subprocess.run([sys.executable, __file__, "--probe-init", handle.name, cache_dir,
+                              "--threads", str(threads)],
+                             capture_output=True, text=True, env=env, check=True)
+    data = json.loads(run.stdout.strip().splitlines()[-1])
+    return Init(data["seconds"], tuple(tuple(k) for k in data["kernels"]))
+
+
+def probe_init(model_path: str, cache_dir: str, threads: int) -> None:
+    """The subprocess side of `disk_init`: print one JSON line."""
+    init, _, _ = timed_delegate_init(Path(model_path).read_bytes(), cache_dir, threads)
+    print(json.dumps(asdict(init)))
+
+
+# ------------------------------------------------------------------------------------ cases
+
+@dataclass(frozen=True)
+class CaseResult:
+    workload: str
+    elements: int
+    ops: int
+    claimed: str                        # the delegate's summary()
+    bytes_moved: int                    # from the partitions' IR
+    max_rel_error: dict[str, float]     # vs litert_builtin, over max |builtin|
+    times: dict[str, Samples]           # seconds per invoke, one sample per round
+    init: dict[str, Init]               # litert_default, cold, memory, disk
+
+
+def relative_error(got: np.ndarray, ref: np.ndarray) -> float:
+    scale = float(np.max(np.abs(ref))) or 1.0
+    return float(np.max(np.abs(got.astype(np.float64) - ref))) / scale
+
+
+def run_case(case: Case, config: Config, cache_root: str) -> CaseResult:
+    """Init (cold, memory-warm, disk-warm), check against builtin, then interleaved timing."""
+    cache_dir = tempfile.mkdtemp(prefix=f"{case.workload}_{case.elements}_", dir=cache_root)
+    start = time.perf_counter()
+    its = {DEFAULT: interpreter(case.model, DEFAULT, config.threads)}
+    default_init = Init(time.perf_counter() - start, ())
+    its[BUILTIN] = interpreter(case.model, BUILTIN, config.threads)
+    cold = timed_delegate_init(case.model, cache_dir, config.threads)[0]
+    memory, its[DELEGATE], delegate = timed_delegate_init(case.model, cache_dir, config.threads)
+    disk = disk_init(case.model, cache_dir, config.threads)
+    if len(delegate.claims) != case.ops or any(c.reason for c in delegate.claims.values()):
+        print(f"warning: {case.workload}: {delegate.summary()}", file=sys.stderr)
+    for it in its.values():
+        set_inputs(it, case.inputs)
+        it.invoke()
+    reference = output(its[BUILTIN]).astype(np.float64)
+    errors = {m: relative_error(output(its[m]), reference) for m in (DEFAULT, DELEGATE)}
+    times = interleaved({m: its[m].invoke for m in METHODS}, config.rounds, config.batch_seconds,
+                        config.case_seconds)
+    return CaseResult(
+        workload=case.workload, elements=case.elements, ops=case.ops, claimed=delegate.summary(),
+        bytes_moved=sum(k.ir.bytes_moved() for k in delegate.kernels.values()),
+        max_rel_error=errors, times=times,
+        init={DEFAULT: default_init, "cold": cold, "memory": memory, "disk": disk})
+
+
+def run_tiny(config: Config, cache_root: str) -> dict[str, Samples]:
+    """Per-invoke time of a 2-op model on 32 elements: what invoking costs, not computing."""
+    case = TINY.case(TINY_ELEMENTS)
+    cache_dir = tempfile.mkdtemp(prefix="tiny_", dir=cache_root)
+    delegate = FusionDelegate(**delegate_options(cache_dir, config.threads))
+    its = {m: interpreter(case.model, m, config.threads, delegate) for m in METHODS}
+    for it in its.values():
+        set_inputs(it, case.inputs)
+    return interleaved({m: its[m].invoke for m in METHODS}, config.tiny_rounds,
+                       config.tiny_batch_seconds)
+
+
+# ---------------------------------------------------------------------------------- machine
+
+def cpu_info() -> dict[str, str]:
+    text = Path("/proc/cpuinfo").read_text()
+    fields = dict(line.split(":", 1) for line in text.splitlines() if ":" in line)
+    fields = {k.strip(): v.strip() for k, v in fields.items()}
+    flags = set(fields.get("flags", "").split())
+    return {"cpu": fields.get("model name", platform.processor()),
+            "family/model": f"{fields.get('cpu family', '?')}/{fields.get('model', '?')}",
+            "llvm_cpu": binding.get_host_cpu_name(),
+            "avx2": "yes" if "avx2" in flags else "no",
+            "avx512f": "yes" if "avx512f" in flags else "no",
+            "cores": str(os.cpu_count())}
+
+
+def versions() -> dict[str, str]:
+    commit = subprocess.run(["git", "-C", str(ROOT), "describe", "--always", "--dirty"],
+                            capture_output=True, text=True).stdout.strip()
+    return {"python": platform.python_version(), "numpy": np.__version__,
+            "numba": version("numba"), "llvmlite": version("llvmlite"),
+            "ai-edge-litert": version("ai-edge-litert"),
+            "fusion_delegate": f"{fusion_delegate.__version__} ({commit or 'no git'})"}
+
+
+# ----------------------------------------------------------------------------------- report
+
+COLUMNS = ("case", "elems", "method", "us", "speedup", "GB/s", "%copy_bw", "iqr%")
+
+
+def rows(result: CaseResult, bandwidth: float) -> list[tuple]:
+    """One row per method plus the bandwidth bound, ratios against LiteRT default."""
+    bound = result.bytes_moved / bandwidth
+    seconds = {**{m: s.median for m, s in result.times.items()}, BOUND: bound}
+    out = []
+    for method, s in seconds.items():
+        spread = f"{100 * result.times[method].spread:.0f}" if method in result.times else ""
+        out.append((result.workload, size_name(result.elements), method, f"{s * 1e6:.1f}",
+                    f"{seconds[DEFAULT] / s:.2f}x", f"{result.bytes_moved / s / 1e9:.1f}",
+                    f"{100 * bound / s:.0f}", spread))
+    return out
+
+
+def kernel_cell(kernel: tuple[int, str, str, float]) -> str:
+    """A memory hit is the kernel object compiled earlier, compile_seconds and all, so only
+    the hit is shown (the interpreter column has its time)."""
+    _, _, hit, seconds = kernel
+    return "hit (memory)" if hit == "memory" else f"{seconds * 1e3:.1f} ({hit or 'compiled'})"
+
+
+def init_rows(result: CaseResult) -> list[tuple]:
+    """One row per partition: kernel cold / memory / disk, then whole-interpreter init."""
+    kernels = [result.init[kind].kernels for kind in ("cold", "memory", "disk")]
+    totals = [f"{result.init[k].seconds * 1e3:.1f}" for k in ("cold", "memory", "disk", DEFAULT)]
+    return [(result.workload, size_name(result.elements), str(cold[0]), cold[1],
+             *map(kernel_cell, (cold, memory, disk)), *totals)
+            for cold, memory, disk in zip(*kernels)]
+
+
+INIT_COLUMNS = ("case", "elems", "part", "kernel", "cold_ms", "memory_ms", "disk_ms",
+                "interp_cold_ms", "interp_memory_ms", "interp_disk_ms", "litert_default_ms")
+
+
+def tiny_rows(tiny: dict[str, Samples]) -> list[tuple]:
+    def minus(method: str, s: Samples) -> str:
+        return f"{(s.median - tiny[method].median) * 1e6:+.2f}"
+    return [(m, f"{s.median * 1e6:.2f}", minus(DEFAULT, s), minus(BUILTIN, s),
+             f"{100 * s.spread:.0f}") for m, s in tiny.items()]
+
+
+TINY_COLUMNS = ("method", "us_per_invoke", "minus_default_us", "minus_builtin_us", "iqr%")
+
+
+def samples_json(times: dict[str, Samples]) -> dict[str, dict]:
+    """Per method: the median, the IQR / median, and enough of the distribution to see a
+    bimodal (partly disturbed) one."""
+    return {m: {"median": s.median, "spread": s.spread, "rounds": len(s.values),
+                "percentiles": dict(zip(("p0", "p10", "p25", "p75", "p90"), np.percentile(
+                    s.values, (0, 10, 25, 75, 90)).tolist()))}
+            for m, s in times.items()}
+
+
+def fixed_width(columns: tuple[str, ...], table: list[tuple]) -> str:
+    widths = [max(len(str(r[i])) for r in [columns, *table]) for i in range(len(columns))]
+    return "\n".join("  ".join(str(c).ljust(w) for c, w in zip(r, widths)).rstrip()
+                     for r in [columns, *table])
+
+
+def markdown(columns: tuple[str, ...], table: list[tuple]) -> str:
+    lines = ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
+    return "\n".join(lines + ["| " + " | ".join(map(str, r)) + " |" for r in table])
+
+
+def size_name(elements: int) -> str:
+    for unit, scale in (("M", 1 << 20), ("K", 1 << 10)):
+        if elements % scale == 0:
+            return f"{elements // scale}{unit}"
+    return str(elements)
+
+
+def parse_size(text: str) -> int:
+    scale = {"K": 1 << 10, "M": 1 << 20}.get(text[-1:].upper(), 1)
+    return int(text.rstrip("kKmM")) * scale
+
+
+def header(meta: dict) -> list[str]:
+    c, v, r = meta["machine"], meta["versions"], meta["config"]
+    bw = meta["copy_bandwidth"]
+    return [
+        f"- date: {meta['date']}",
+        f"- CPU: {c['cpu']} (family/model {c['family/model']}, LLVM {c['llvm_cpu']}); "
+        f"avx2 {c['avx2']}, avx512f {c['avx512f']}; {c['cores']} cores; "
+        f"threads used: {r['threads']}",
+        "- versions: " + ", ".join(f"{k} {val}" for k, val in v.items()),
+        f"- repetitions: interleaved rounds of ~{r['batch_seconds'] * 1e3:g} ms batches per "
+        f"method, {MIN_ROUNDS} to {r['rounds']} rounds per case (~{r['case_seconds']:g} s "
+        f"budget; `rounds` column below), median per invoke; tiny model {r['tiny_rounds']} "
+        f"rounds of ~{r['tiny_batch_seconds'] * 1e3:g} ms; copy bandwidth {bw['samples']} "
+        f"copies of {bw['megabytes']} MB (LLC {bw['llc_mb']:.0f} MB)",
+        f"- copy bandwidth (np.copyto, read + write counted): median {bw['gbs']:.1f} GB/s "
+        f"(IQR {100 * bw['spread']:.0f}%), measured before, between and after the sizes",
+        f"- the machine is shared and noisy (1-minute load average {meta['load_average'][0]:.1f} "
+        f"at the start, {meta['load_average'][1]:.1f} at the end, on {c['cores']} cores): quote "
+        "ratios from the same run, not absolute times",
+    ]
+
+
+LEGEND = """\
+Columns: `us` median microseconds per invoke; `speedup` LiteRT default time / this method's
+time (higher is faster); `GB/s` bytes the fused kernel must move (its inputs read once and its
+outputs written once, from the partition IR) / time; `%copy_bw` that rate as a percentage of
+the copy bandwidth above; `iqr%` interquartile range of the rounds / median. The `bound` row is
+the memory-bandwidth lower bound (bytes / copy bandwidth). `max_rel_err` is max |method -
+builtin| / max |builtin|."""
+
+
+def write_report(path: Path, meta: dict, results: list[CaseResult], bandwidth: float,
+                 tiny: dict[str, Samples]) -> None:
+    table = [row for r in results for row in rows(r, bandwidth)]
+    checks = [(r.workload, size_name(r.elements), r.ops, r.claimed, r.bytes_moved,
+               len(r.times[DELEGATE].values),
+               f"{r.max_rel_error[DEFAULT]:.1e}", f"{r.max_rel_error[DELEGATE]:.1e}")
+              for r in results]
+    text = "\n\n".join([
+        "# fusion-delegate performance results", "\n".join(header(meta)),
+        "## Elementwise workloads", markdown(COLUMNS, table), LEGEND,
+        "## What was run",
+        markdown(("case", "elems", "ops", "delegate claimed", "bytes_moved", "rounds",
+                  "max_rel_err default", "max_rel_err delegate"), checks),
+        "\n".join(f"- `{w.name}`: {w.description}" for w in WORKLOADS.values()),
+        f"## Invoke overhead ({TINY.name}, {TINY_ELEMENTS} elements)", TINY.description,
+        markdown(TINY_COLUMNS, tiny_rows(tiny)),
+        "Per-invoke time of `interpreter.invoke()` from Python (its own call overhead included), "
+        "and that time minus LiteRT's: one delegate partition against XNNPACK's one subgraph "
+        "or two builtin nodes.",
+        "## Init per partition",
+        markdown(INIT_COLUMNS, [row for r in results for row in init_rows(r)]),
+        "Kernel times are the cache lookup plus, when cold, the numba compile; `memory` is a "
+        "second interpreter in the same process, `disk` a new process with the cache directory "
+        "left by the cold run. `interp_*` is Interpreter() + allocate_tensors().",
+    ])
+    path.write_text(text + "\n")
+
+
+# ------------------------------------------------------------------------------------- main
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--quick", action="store_true", help="small sizes, few rounds")
+    parser.add_argument("--sizes", nargs="+", type=parse_size, help="elements, e.g. 16K 256K 4M")
+    parser.add_argument("--workloads", nargs="+", choices=sorted(WORKLOADS))
+    parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--out", type=Path, default=ROOT / "perf" / "RESULTS.md")
+    parser.add_argument("--json", type=Path, help="default: results.json beside --out")
+    parser.add_argument("--probe-init", nargs=2, metavar=("MODEL", "CACHE_DIR"),
+                        help=argparse.SUPPRESS)
+    return parser.parse_args(argv)
+
+
+@dataclass(frozen=True)
+class Run:
+    """Everything one run measured."""
+    results: list[CaseResult]
+    tiny: dict[str, Samples]
+    bandwidth: Samples              # bytes per second, all copy samples of the run
+    megabytes: int
+    seconds: float
+    load: tuple[float, float]       # 1-minute load average at start and end: the neighbours
+
+
+def measure(config: Config, workloads: list[Workload]) -> Run:
+    """The tiny model, then every workload at every size; copy bandwidth before and after
+    each size, so that drift over the run shows in its spread."""
+    megabytes = max(64, 2 * last_level_cache_bytes() >> 20)
+    started, load = time.perf_counter(), os.getloadavg()[0]
+    bandwidth = list(copy_bandwidth(megabytes, config.copy_repeats).values)
+    results: list[CaseResult] = []
+    with tempfile.TemporaryDirectory(prefix="fusion_perf_") as cache_root:
+        tiny = run_tiny(config, cache_root)
+        for elements in config.sizes:
+            for workload in workloads:
+                results.append(run_case(workload.case(elements), config, cache_root))
+                print(f"  {workload.name} {size_name(elements)} done "
+                      f"({time.perf_counter() - started:.0f} s)", file=sys.stderr)
+            bandwidth += copy_bandwidth(megabytes, config.copy_repeats).values
+    return Run(results, tiny, Samples(tuple(bandwidth)), megabytes,
+               time.perf_counter() - started, (load, os.getloadavg()[0]))
+
+
+def metadata(config: Config, workloads: list[Workload], run: Run) -> dict:
+    return {"date": datetime.datetime.now().astimezone().isoformat(timespec="seconds"),
+            "machine": cpu_info(), "versions": versions(),
+            "config": {**asdict(config), "workloads": [w.name for w in workloads]},
+            "copy_bandwidth": {"gbs": run.bandwidth.median / 1e9, "spread": run.bandwidth.spread,
+                               "samples": len(run.bandwidth.values), "megabytes": run.megabytes,
+                               "llc_mb": last_level_cache_bytes() / 2**20},
+            "seconds_total": run.seconds, "load_average": run.load}
+
+
+def print_tables(meta: dict, run: Run) -> None:
+    print("\n".join(header(meta)))
+    print(fixed_width(COLUMNS, [row for r in run.results for row in rows(r, run.bandwidth.median)]))
+    print(f"\ninvoke overhead, {TINY_ELEMENTS} elements:")
+    print(fixed_width(TINY_COLUMNS, tiny_rows(run.tiny)))
+    print("\ninit per partition:")
+    print(fixed_width(INIT_COLUMNS, [row for r in run.results for row in init_rows(r)]))
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = parse_args(argv)
+    if args.probe_init:
+        probe_init(*args.probe_init, args.threads)
+        return
+    preset = QUICK if args.quick else FULL
+    config = Config(**{**preset, "sizes": tuple(args.sizes or preset["sizes"])},
+                    threads=args.threads)
+    workloads = [WORKLOADS[name] for name in (args.workloads or WORKLOADS)]
+    run = measure(config, workloads)
+    meta = metadata(config, workloads, run)
+    print_tables(meta, run)
+    write_report(args.out, meta, run.results, run.bandwidth.median, run.tiny)
+    json_path = args.json or args.out.with_name("results.json")
+    json_path.write_text(json.dumps({
+        **meta, "cases": [{**asdict(r), "times": samples_json(r.times)} for r in run.results],
+        "tiny": samples_json(run.tiny)}, indent=1) + "\n")
+    print(f"\nwrote {args.out} and {json_path} in {run.seconds:.0f} s")
+
+
+if __name__ == "__main__":
+    main()

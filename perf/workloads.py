@@ -1,0 +1,170 @@
+"""The performance suite's workloads: whole elementwise models, built at a given size.
+
+Each workload is a complete model (inputs -> chain of elementwise ops -> outputs) written the
+way converters emit it, so the delegate claims every node in one partition and the timings
+compare whole kernels. Tensors are [rows, channels]; per-channel constants are [channels].
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
+
+import numpy as np
+
+from fusion_delegate.model import ModelBuilder
+
+NONE, RELU6 = 0, 3
+ARITHMETIC = ("ADD", "SUB", "MUL", "DIV")  # the ops with a fused activation
+CHANNELS = 256
+
+
+@dataclass(frozen=True)
+class Case:
+    """One workload at one size: the model and the inputs to run it with."""
+    workload: str
+    elements: int
+    model: bytes
+    inputs: dict[str, np.ndarray]
+    ops: int
+
+    @property
+    def io_bytes(self) -> int:
+        """Inputs read once plus the output written once (float32), from the model's view."""
+        return 4 * (sum(a.size for a in self.inputs.values()) + self.elements)
+
+
+class Graph:
+    """A ModelBuilder with the few helpers the workloads share, recording input data."""
+
+    def __init__(self, name: str, rows: int, channels: int, seed: int) -> None:
+        self.name, self.builder = name, ModelBuilder(name)
+        self.rows, self.channels = rows, channels
+        self.rng = np.random.default_rng(seed)
+        self.inputs: dict[str, np.ndarray] = {}
+        self.ops = self.consts = 0
+
+    def input(self, name: str, data: np.ndarray) -> int:
+        self.inputs[name] = data.astype(np.float32)
+        return self.builder.input(name, data.shape)
+
+    def normal_input(self, name: str, scale: float = 1.0) -> int:
+        return self.input(name, self.rng.standard_normal((self.rows, self.channels)) * scale)
+
+    def const(self, data: np.ndarray) -> int:
+        self.consts += 1
+        return self.builder.const(f"const_{self.consts}", data.astype(np.float32))
+
+    def scalar(self, value: float) -> int:
+        return self.const(np.array(value))
+
+    def per_channel(self, low: float, high: float) -> int:
+        return self.const(self.rng.uniform(low, high, self.channels))
+
+    def op(self, op: str, *inputs: int, activation: int = NONE) -> int:
+        """`op` over `inputs`; arithmetic ops get `activation` fused."""
+        options = {"fused_activation_function": activation} if op in ARITHMETIC else None
+        self.ops += 1
+        return self.builder.op(op, list(inputs), options, name=f"{op.lower()}_{self.ops}")
+
+    def case(self, output: int, elements: int) -> Case:
+        self.builder.output(output)
+        return Case(self.name, elements, self.builder.to_bytes(), self.inputs, self.ops)
+
+
+def gelu_tanh(g: Graph) -> int:
+    """0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))), as MUL / ADD / TANH."""
+    x = g.normal_input("x", 2.0)
+    cube = g.op("MUL", g.op("MUL", x, x), x)
+    inner = g.op("ADD", x, g.op("MUL", cube, g.scalar(0.044715)))
+    tanh = g.op("TANH", g.op("MUL", inner, g.scalar(0.7978845608)))
+    return g.op("MUL", g.op("MUL", x, g.scalar(0.5)), g.op("ADD", tanh, g.scalar(1.0)))
+
+
+def swish(g: Graph) -> int:
+    """x * logistic(x)."""
+    x = g.normal_input("x", 3.0)
+    return g.op("MUL", x, g.op("LOGISTIC", x))
+
+
+def mish(g: Graph) -> int:
+    """x * tanh(softplus(x)), softplus written log(exp(x) + 1) (it overflows for large x,
+    in LiteRT and in the delegate alike)."""
+    x = g.normal_input("x", 3.0)
+    softplus = g.op("LOG", g.op("ADD", g.op("EXP", x), g.scalar(1.0)))
+    return g.op("MUL", x, g.op("TANH", softplus))
+
+
+def bias_relu6_scale(g: Graph) -> int:
+    """A conv epilogue: per-channel bias with RELU6 fused into the ADD, then per-channel scale."""
+    x = g.normal_input("x", 4.0)
+    biased = g.op("ADD", x, g.per_channel(-1.0, 1.0), activation=RELU6)
+    return g.op("MUL", biased, g.per_channel(0.5, 1.5))
+
+
+def chain16(g: Graph) -> int:
+    """16 ops alternating ADD and MUL with per-channel constants (kept near 0 and 1)."""
+    y = g.normal_input("x")
+    for _ in range(8):
+        y = g.op("ADD", y, g.per_channel(-0.1, 0.1))
+        y = g.op("MUL", y, g.per_channel(0.9, 1.1))
+    return y
+
+
+def layernorm_tail(g: Graph) -> int:
+    """(x - mean) * rsqrt(var + eps) * gamma + beta; mean and var come in as [rows, 1] inputs
+    (MEAN itself is not fused), gamma and beta are per-channel constants."""
+    x = g.normal_input("x", 2.0)
+    mean = g.input("mean", g.rng.standard_normal((g.rows, 1)) * 0.1)
+    var = g.input("var", g.rng.uniform(0.5, 4.0, (g.rows, 1)))
+    inv_std = g.op("RSQRT", g.op("ADD", var, g.scalar(1e-5)))
+    normed = g.op("MUL", g.op("SUB", x, mean), inv_std)
+    return g.op("ADD", g.op("MUL", normed, g.per_channel(0.5, 1.5)), g.per_channel(-0.5, 0.5))
+
+
+def transcendental(g: Graph) -> int:
+    """Six transcendental ops out of nine, all inside their well-conditioned ranges."""
+    x = g.normal_input("x", 2.0)
+    tanh = g.op("TANH", x)
+    sigmoid = g.op("LOGISTIC", x)
+    exp = g.op("EXP", tanh)
+    waves = g.op("MUL", g.op("SIN", sigmoid), g.op("COS", exp))
+    return g.op("ADD", waves, g.op("LOG", g.op("ADD", exp, sigmoid)))
+
+
+def add_mul(g: Graph) -> int:
+    """ADD then MUL by scalars: one small partition, to time invoking rather than computing."""
+    x = g.normal_input("x")
+    return g.op("MUL", g.op("ADD", x, g.scalar(1.0)), g.scalar(0.5))
+
+
+@dataclass(frozen=True)
+class Workload:
+    name: str
+    body: Callable[[Graph], int]
+
+    @property
+    def description(self) -> str:
+        """The body's docstring, first paragraph, on one line."""
+        return " ".join((self.body.__doc__ or "").split("\n\n")[0].split())
+
+    def case(self, elements: int, seed: int = 0) -> Case:
+        """The model at `elements` elements: [elements / 256, 256], or [1, elements] if small."""
+        channels = min(CHANNELS, elements)
+        if elements % channels:
+            raise ValueError(f"{elements} elements is not a multiple of {channels} channels")
+        graph = Graph(self.name, elements // channels, channels, seed)
+        return graph.case(self.body(graph), elements)
+
+
+WORKLOADS: dict[str, Workload] = {w.name: w for w in (
+    Workload("gelu_tanh", gelu_tanh),
+    Workload("swish", swish),
+    Workload("mish", mish),
+    Workload("bias_relu6_scale", bias_relu6_scale),
+    Workload("chain16", chain16),
+    Workload("layernorm_tail", layernorm_tail),
+    Workload("transcendental", transcendental),
+)}
+
+#: The invoke-overhead workload, run on a tiny tensor; not part of the size sweep.
+TINY = Workload("add_mul", add_mul)
