@@ -27,6 +27,8 @@ from llvmlite import ir
 from numba import types
 from numba.extending import intrinsic
 
+from .trig_reduce import PI_OVER_2_FIXED_HI, PI_OVER_2_FIXED_LO, reduce_large
+
 ULP_BUDGET = {
     "exp_f32": 1.5,
     "log_f32": 1.5,
@@ -40,11 +42,10 @@ ULP_BUDGET = {
 }
 
 # sin/cos reduce x exactly while n = rint(x * 2/pi) < 2**16 (8-bit pieces of pi/2 times a
-# 16-bit n). Above it, up to SIN_COS_APPROX_MAX, the reduction rounds and the absolute error
-# is at most |x| * 2**-24 (as if x moved by < 1 ulp); from there on (every float32 is an
-# even integer) the result is 0 or +-1, meaningless. Results stay finite and in [-1, 1].
+# 16-bit n), i.e. up to SIN_COS_ACCURATE_MAX; from SIN_COS_LARGE on they use the exact
+# integer (Payne-Hanek) reduction of trig_reduce.py, so the budget holds over the whole range.
 SIN_COS_ACCURATE_MAX = np.float32(102943.0)
-SIN_COS_APPROX_MAX = np.float32(2.0**24)
+SIN_COS_LARGE = np.float32(2.0**16)
 
 
 def ulp_error(got, ref):
@@ -343,25 +344,32 @@ def _cos_poly(r, r_lo):
 
 @_jit
 def _clamp_unit(v):
-    """Keeps results in [-1, 1] past SIN_COS_ACCURATE_MAX (a no-op below it); NaN passes."""
+    """Keeps results in [-1, 1]; NaN passes."""
     v = _ONE if v > _ONE else v
     return -_ONE if v < -_ONE else v
 
 
 @_jit
 def _sin_cos_reduce_abs(x):
-    """_sin_cos_reduce of |x| with r forced to 0 (NaN for inf) from SIN_COS_APPROX_MAX on,
-    where the inexact reduction would feed the polynomials arbitrarily large r."""
+    """(r_hi, r_lo, q) for |x|: Cody-Waite below SIN_COS_LARGE, Payne-Hanek from there on
+    (both computed, one selected, so the loop stays branch-free); NaN for +-inf and NaN."""
     ax = abs(x)
     r, r_lo, q = _sin_cos_reduce(ax)
-    wild = ax >= SIN_COS_APPROX_MAX
-    return (ax - ax) if wild else r, _ZERO if wild else r_lo, q
+    fraction, q_big = reduce_large(ax)
+    f_hi = np.float32(fraction)
+    f_lo = np.float32(fraction - np.int64(f_hi))
+    p, e = _two_prod(f_hi, PI_OVER_2_FIXED_HI)
+    e = e + (f_hi * PI_OVER_2_FIXED_LO + f_lo * PI_OVER_2_FIXED_HI)
+    big_hi = p + e
+    big_lo = e - (big_hi - p)
+    if ax >= SIN_COS_LARGE:
+        return big_hi + (ax - ax), big_lo, np.float32(q_big)
+    return r, r_lo, q
 
 
 @_jit
 def sin_f32(x):
-    """Sine. sin(+-inf) = NaN, sin(NaN) = NaN, sin(-0) = -0. Within ULP_BUDGET for
-    |x| <= SIN_COS_ACCURATE_MAX; see there for larger |x|."""
+    """Sine. sin(+-inf) = NaN, sin(NaN) = NaN, sin(-0) = -0. Within ULP_BUDGET."""
     r, r_lo, q = _sin_cos_reduce_abs(x)     # sin is odd: reduce |x|, apply the sign last
     odd = (q == _ONE) or (q == _F(3.0))
     v = _cos_poly(r, r_lo) if odd else _sin_poly(r, r_lo)
@@ -370,8 +378,7 @@ def sin_f32(x):
 
 @_jit
 def cos_f32(x):
-    """Cosine. cos(+-inf) = NaN, cos(NaN) = NaN. Within ULP_BUDGET for
-    |x| <= SIN_COS_ACCURATE_MAX; see there for larger |x|."""
+    """Cosine. cos(+-inf) = NaN, cos(NaN) = NaN. Within ULP_BUDGET."""
     r, r_lo, q = _sin_cos_reduce_abs(x)
     odd = (q == _ONE) or (q == _F(3.0))
     v = _sin_poly(r, r_lo) if odd else _cos_poly(r, r_lo)

@@ -55,3 +55,19 @@ def call_status_fn(typingctx, function_address, first, second):
         fn = builder.inttoptr(args[0], fnty.as_pointer())
         return builder.call(fn, [builder.inttoptr(args[1], _I8P), builder.inttoptr(args[2], _I8P)])
     return types.int32(types.int64, types.int64, types.int64), codegen
+
+
+@intrinsic
+def as_int32(typingctx, x):
+    """The bits of a float32, as int32."""
+    def codegen(context, builder, signature, args):
+        return builder.bitcast(args[0], ir.IntType(32))
+    return types.int32(types.float32), codegen
+
+
+@intrinsic
+def as_float32(typingctx, i):
+    """An int32's bits, as float32."""
+    def codegen(context, builder, signature, args):
+        return builder.bitcast(args[0], ir.FloatType())
+    return types.float32(types.int32), codegen

@@ -1,0 +1,300 @@
+"""codegen.mathf32: ulp budgets, C edge semantics, and that loops over it vectorise."""
+import functools
+import math
+import re
+
+import numba
+import numpy as np
+import pytest
+
+from codegen import mathf32 as M
+from codegen.mathf32 import SIN_COS_ACCURATE_MAX, ULP_BUDGET, ulp_error
+
+F = np.float32
+_erf64 = np.vectorize(math.erf, otypes=[np.float64])
+
+# float64 references; ulp_error measures against them before any rounding to float32.
+REFERENCE = {
+    "exp_f32": np.exp,
+    "log_f32": np.log,
+    "tanh_f32": np.tanh,
+    "logistic_f32": lambda x: 1.0 / (1.0 + np.exp(-x)),
+    "erf_f32": _erf64,
+    "sin_f32": np.sin,
+    "cos_f32": np.cos,
+    "sqrt_f32": np.sqrt,
+}
+# Where each function is neither saturated nor equal to its argument: sampled uniformly on
+# top of the log-uniform sample over all float32.
+ACTIVE = {
+    "exp_f32": (-104.0, 89.0),
+    "log_f32": (0.0, 4.0),
+    "tanh_f32": (-10.0, 10.0),
+    "logistic_f32": (-104.0, 20.0),
+    "erf_f32": (-4.5, 4.5),
+    "sin_f32": (-float(SIN_COS_ACCURATE_MAX), float(SIN_COS_ACCURATE_MAX)),
+    "cos_f32": (-float(SIN_COS_ACCURATE_MAX), float(SIN_COS_ACCURATE_MAX)),
+    "sqrt_f32": (0.0, 4.0),
+}
+SPECIAL = np.array(
+    [np.nan, np.inf, -np.inf, 0.0, -0.0, 1.0, -1.0, 0.5, -0.5, 2.0, -2.0,
+     np.finfo(F).max, -np.finfo(F).max, np.finfo(F).tiny, -np.finfo(F).tiny,
+     np.finfo(F).smallest_subnormal, -np.finfo(F).smallest_subnormal,
+     np.finfo(F).tiny - np.finfo(F).smallest_subnormal, 1e-30, -1e-30, 1e30, -1e30,
+     88.72, 88.73, -87.33, -103.9, -104.0, 9.0, -9.0, 3.9, 4.1, 0.625, 0.921875],
+    dtype=F)
+N_SAMPLE = 150_000
+
+
+@functools.cache
+def unary_loop(fn):
+    @numba.njit(error_model="numpy")
+    def loop(x, out):
+        for i in range(x.size):
+            out[i] = fn(x[i])
+
+    return loop
+
+
+@functools.cache
+def binary_loop(fn):
+    @numba.njit(error_model="numpy")
+    def loop(x, y, out):
+        for i in range(x.size):
+            out[i] = fn(x[i], y[i])
+
+    return loop
+
+
+def apply(fn, x):
+    out = np.empty_like(x)
+    unary_loop(fn)(x, out)
+    return out
+
+
+def log_uniform_floats(rng, n):
+    """Finite float32 drawn uniformly over bit patterns: log-uniform over the whole range,
+    both signs, subnormals included."""
+    x = rng.integers(0, 2**32, size=2 * n, dtype=np.uint64).astype(np.uint32).view(F)
+    return x[np.isfinite(x)][:n]
+
+
+def unary_sample(name):
+    rng = np.random.default_rng(sum(map(ord, name)))
+    lo, hi = ACTIVE[name]
+    x = np.concatenate([log_uniform_floats(rng, N_SAMPLE),
+                        rng.uniform(lo, hi, N_SAMPLE).astype(F), SPECIAL])
+    if name in ("sin_f32", "cos_f32"):
+        x = x[~(np.abs(x) > SIN_COS_ACCURATE_MAX)]
+    return x
+
+
+def max_ulp(fn, name, x):
+    """(max ulp error, argument) of fn against REFERENCE[name] over x."""
+    with np.errstate(all="ignore"):
+        err = ulp_error(apply(fn, x), REFERENCE[name](x.astype(np.float64)))
+    i = int(np.argmax(err))
+    return err[i], x[i]
+
+
+def pow_sample():
+    """x log-uniform over positive float32 with y chosen so x**y spans [1e-48, 1e41],
+    x in [0.5, 2] with |y| <= 300, negative x with integer y, plus fully random pairs."""
+    rng = np.random.default_rng(7)
+    x = np.abs(log_uniform_floats(rng, N_SAMPLE))
+    x = x[x != 0]
+    with np.errstate(all="ignore"):
+        y = (rng.uniform(-110.0, 95.0, x.size) / np.log(x.astype(np.float64))).astype(F)
+    xs = [x, rng.uniform(0.5, 2.0, N_SAMPLE).astype(F),
+          -np.abs(log_uniform_floats(rng, N_SAMPLE)), log_uniform_floats(rng, N_SAMPLE)]
+    ys = [y, rng.uniform(-300.0, 300.0, N_SAMPLE).astype(F),
+          np.rint(rng.uniform(-40.0, 40.0, N_SAMPLE)).astype(F),
+          log_uniform_floats(rng, N_SAMPLE)]
+    return np.concatenate(xs), np.concatenate(ys)
+
+
+def pow_apply(x, y):
+    out = np.empty_like(x)
+    binary_loop(M.pow_f32)(x, y, out)
+    return out
+
+
+@pytest.mark.parametrize("name", sorted(REFERENCE))
+def test_unary_within_ulp_budget(name):
+    err, at = max_ulp(getattr(M, name), name, unary_sample(name))
+    assert err <= ULP_BUDGET[name], f"{name}: {err:.2f} ulp at x={at!r}"
+
+
+def test_pow_within_ulp_budget():
+    x, y = pow_sample()
+    with np.errstate(all="ignore"):
+        err = ulp_error(pow_apply(x, y), np.power(x.astype(np.float64), y.astype(np.float64)))
+    i = int(np.argmax(err))
+    assert err[i] <= ULP_BUDGET["pow_f32"], f"{err[i]:.2f} ulp at x={x[i]!r}, y={y[i]!r}"
+
+
+def test_budget_lists_every_public_function():
+    public = {n for n in dir(M) if n.endswith("_f32") and not n.startswith("_")}
+    assert public == set(ULP_BUDGET) == set(REFERENCE) | {"pow_f32"}
+
+
+@numba.njit(inline="always", error_model="numpy")
+def _truncated_exp(x):
+    """exp with its polynomial cut after r**3/6: ~6e-4 relative error at |r| = ln2/2."""
+    n = np.rint(x * F(1.442695))
+    r = x - n * F(0.6931472)
+    p = F(1.0) + r * (F(1.0) + r * (F(0.5) + r * F(1.0 / 6.0)))
+    return p * M.exp_f32(n * F(0.6931472))
+
+
+def test_accuracy_check_catches_a_bad_exp():
+    err, _ = max_ulp(_truncated_exp, "exp_f32", unary_sample("exp_f32"))
+    assert err > 100 * ULP_BUDGET["exp_f32"]
+
+
+def same_float(got, want):
+    """Bitwise-equal up to the NaN payload (so +0 and -0 differ)."""
+    same_sign = np.signbit(got) == np.signbit(want)
+    return (np.isnan(got) & np.isnan(want)) | ((got == want) & same_sign)
+
+
+def check_against(got, want, name, x):
+    """Exact where C's result is NaN, an infinity, a zero or +-1; within budget elsewhere."""
+    exact = np.isnan(want) | np.isinf(want) | (want == 0) | (np.abs(want) == 1)
+    bad = exact & ~same_float(got, want)
+    assert not bad.any(), f"{name}: x={x[bad]} gave {got[bad]}, C gives {want[bad]}"
+    assert ulp_error(got[~exact], want[~exact]).max() <= ULP_BUDGET[name]
+
+
+@pytest.mark.parametrize("name, c_fn", [
+    ("exp_f32", np.exp), ("log_f32", np.log), ("tanh_f32", np.tanh),
+    ("sin_f32", np.sin), ("cos_f32", np.cos), ("sqrt_f32", np.sqrt)])
+def test_special_values_match_c(name, c_fn):
+    x = SPECIAL
+    if name in ("sin_f32", "cos_f32"):
+        x = x[~(np.abs(x) > SIN_COS_ACCURATE_MAX) | np.isinf(x)]
+    with np.errstate(all="ignore"):
+        check_against(apply(getattr(M, name), x), c_fn(x), name, x)
+
+
+def test_erf_and_logistic_special_values():
+    x = SPECIAL
+    check_against(apply(M.erf_f32, x), _erf64(x.astype(np.float64)).astype(F), "erf_f32", x)
+    with np.errstate(all="ignore"):
+        want = (1.0 / (1.0 + np.exp(-x.astype(np.float64)))).astype(F)
+    check_against(apply(M.logistic_f32, x), want, "logistic_f32", x)
+
+
+def test_documented_edge_cases():
+    cases = [
+        (M.exp_f32, np.inf, np.inf), (M.exp_f32, -np.inf, 0.0), (M.exp_f32, 89.0, np.inf),
+        (M.exp_f32, -104.0, 0.0), (M.log_f32, 0.0, -np.inf), (M.log_f32, -0.0, -np.inf),
+        (M.log_f32, -1e-45, np.nan), (M.log_f32, -np.inf, np.nan), (M.log_f32, np.inf, np.inf),
+        (M.tanh_f32, np.inf, 1.0), (M.tanh_f32, -np.inf, -1.0), (M.tanh_f32, -0.0, -0.0),
+        (M.logistic_f32, np.inf, 1.0), (M.logistic_f32, -np.inf, 0.0),
+        (M.erf_f32, np.inf, 1.0), (M.erf_f32, -np.inf, -1.0), (M.erf_f32, -0.0, -0.0),
+        (M.sin_f32, np.inf, np.nan), (M.sin_f32, -0.0, -0.0), (M.cos_f32, -np.inf, np.nan),
+        (M.sqrt_f32, -0.0, -0.0), (M.sqrt_f32, -1.0, np.nan),
+    ]
+    for fn, x, want in cases:
+        got = apply(fn, np.array([x], F))
+        assert same_float(got, np.array([want], F))[0], f"{fn.__name__}({x}) = {got[0]}"
+    for fn in (M.exp_f32, M.log_f32, M.tanh_f32, M.logistic_f32, M.erf_f32, M.sin_f32,
+               M.cos_f32, M.sqrt_f32):
+        assert np.isnan(apply(fn, np.array([np.nan], F)))[0]
+
+
+def test_exp_rounds_subnormal_results():
+    x = np.linspace(-103.9, -87.4, 20_001, dtype=F)
+    got = apply(M.exp_f32, x)
+    assert (got[x < -88.0] < np.finfo(F).tiny).all() and (got > 0).all()
+    assert ulp_error(got, np.exp(x.astype(np.float64))).max() <= ULP_BUDGET["exp_f32"]
+
+
+POW_SPECIAL = np.array(
+    [np.nan, np.inf, -np.inf, 0.0, -0.0, 1.0, -1.0, 0.5, -0.5, 2.0, -2.0, 3.0, -3.0, 2.5,
+     -2.5, 1e-45, -1e-45, 2.0**24 + 2, -(2.0**24 + 2), 1e10, -1e10, np.finfo(F).max,
+     -np.finfo(F).max], dtype=F)
+
+
+def test_pow_special_values_match_c():
+    x, y = (a.ravel() for a in np.meshgrid(POW_SPECIAL, POW_SPECIAL))
+    with np.errstate(all="ignore"):
+        want = np.power(x, y)                     # float32 numpy power is C powf
+    got = pow_apply(x, y)
+    exact = np.isnan(want) | np.isinf(want) | (want == 0) | (np.abs(want) == 1)
+    bad = exact & ~same_float(got, want)
+    assert not bad.any(), list(zip(x[bad], y[bad], got[bad], want[bad]))
+    assert ulp_error(got[~exact], want[~exact]).max() <= ULP_BUDGET["pow_f32"]
+
+
+def test_pow_documented_edge_cases():
+    cases = [
+        (np.nan, 0.0, 1.0), (np.nan, -0.0, 1.0), (1.0, np.nan, 1.0), (1.0, np.inf, 1.0),
+        (-1.0, np.inf, 1.0), (-1.0, -np.inf, 1.0), (-2.0, 3.0, -8.0), (-2.0, 2.0, 4.0),
+        (-2.0, -1.0, -0.5), (-8.0, 1.0 / 3.0, np.nan), (0.0, -1.0, np.inf),
+        (-0.0, -1.0, -np.inf), (-0.0, -2.0, np.inf), (-0.0, 3.0, -0.0), (0.0, 0.5, 0.0),
+        (2.0, np.inf, np.inf), (0.5, np.inf, 0.0), (2.0, -np.inf, 0.0), (0.5, -np.inf, np.inf),
+        (-2.0, np.inf, np.inf), (np.inf, -1.0, 0.0), (np.inf, 0.5, np.inf),
+        (-np.inf, 3.0, -np.inf), (-np.inf, -3.0, -0.0), (-np.inf, 0.5, np.inf),
+        (2.0, np.nan, np.nan), (np.nan, 1.0, np.nan), (10.0, 39.0, np.inf), (10.0, -46.0, 0.0),
+    ]
+    x, y, want = (np.array(c, F) for c in zip(*cases))
+    got = pow_apply(x, y)
+    bad = ~same_float(got, want)
+    assert not bad.any(), list(zip(x[bad], y[bad], got[bad], want[bad]))
+
+
+def test_sin_cos_keep_their_budget_up_to_the_largest_float():
+    """Large arguments use the exact integer reduction: no band where the error grows."""
+    rng = np.random.default_rng(3)
+    x = np.abs(log_uniform_floats(rng, 400_000))
+    x = np.concatenate([x[x > SIN_COS_ACCURATE_MAX], rng.uniform(6e4, 2e5, 10_000).astype(F),
+                        np.array([2.0**16, np.finfo(F).max], F)])
+    x = np.concatenate([x, -x])
+    for fn, ref, name in ((M.sin_f32, np.sin, "sin_f32"), (M.cos_f32, np.cos, "cos_f32")):
+        got = apply(fn, x)
+        assert M.ulp_error(got, ref(x.astype(np.float64))).max() <= M.ULP_BUDGET[name]
+
+
+LIBM_FREE_CALL = re.compile(r"^(llvm\.|NRT_|Py|_ZN)")
+PACKED = re.compile(
+    r"\bv(add|sub|mul|div|and|or|xor|max|min|rndscale|sqrt|cmp)\w*ps\s[^\n]*%[yz]mm")
+
+
+def calls_and_asm(loop):
+    sig = loop.signatures[0]
+    llvm = loop.inspect_llvm(sig)
+    return set(re.findall(r"call [^@\n]*@([\w.$]+)\(", llvm)), llvm, loop.inspect_asm(sig)
+
+
+def test_representative_loop_vectorises_without_libm():
+    @numba.njit(error_model="numpy")
+    def kernel(x, y, out):
+        for i in range(x.size):
+            out[i] = M.tanh_f32(x[i]) * M.exp_f32(y[i])
+
+    x = np.linspace(-3, 3, 1000, dtype=F)
+    out = np.empty_like(x)
+    kernel(x, x[::-1].copy(), out)
+    calls, _, asm = calls_and_asm(kernel)
+    assert re.search(r"\bvmulps\s[^\n]*%[yz]mm", asm)
+    assert all(LIBM_FREE_CALL.match(c) for c in calls), calls
+    assert not re.search(r"\b(expf?|tanhf?)\b", asm)
+
+
+@pytest.mark.parametrize("name", sorted(ULP_BUDGET))
+def test_each_function_vectorises_in_float32(name):
+    fn = getattr(M, name)
+    x = np.linspace(0.1, 3, 100, dtype=F)
+    out = np.empty_like(x)
+    if name == "pow_f32":
+        loop = binary_loop(fn)
+        loop(x, x, out)
+    else:
+        loop = unary_loop(fn)
+        loop(x, out)
+    calls, llvm, asm = calls_and_asm(loop)
+    assert all(LIBM_FREE_CALL.match(c) for c in calls), calls
+    assert not re.search(r"\bdouble\b", llvm)
+    assert len(PACKED.findall(asm)) >= 3
