@@ -8,6 +8,7 @@ corrupt is a miss and is rebuilt, never trusted.
 """
 from __future__ import annotations
 
+import functools
 import hashlib
 import importlib.util
 import logging
@@ -17,6 +18,7 @@ import sys
 import tempfile
 import threading
 import time
+import warnings
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -51,6 +53,27 @@ class Kernel:
     def inspect_asm(self) -> str:
         """Assembly of the loop nest, to check what LLVM made of it."""
         return self.loop.inspect_asm(self.loop.signatures[0])
+
+
+@functools.cache
+def max_parallel_threads() -> int:
+    """Threads a parallel kernel may use: numba's pool size under a thread-safe threading layer
+    (omp or tbb), else 1, since numba's workqueue layer aborts the process when two threads
+    launch parallel kernels at once (two interpreters invoked concurrently)."""
+    from numba.np.ufunc import parallel
+    # OpenMP threads that spin after our kernel would compete with XNNPACK's pool for the
+    # next op: let them sleep instead (read once, when numba loads libgomp just below).
+    os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+    try:
+        parallel._launch_threads()
+        layer = numba.threading_layer()
+    except Exception as error:  # noqa: BLE001 - no usable layer: run single-threaded
+        log.info("parallel kernels off: %s", error)
+        return 1
+    if layer not in ("omp", "tbb"):
+        log.info("parallel kernels off: numba threading layer %r is not thread-safe", layer)
+        return 1
+    return numba.config.NUMBA_NUM_THREADS
 
 
 def cpu_fingerprint() -> str:
@@ -150,7 +173,11 @@ def _import(path: Path):
     module = importlib.util.module_from_spec(spec)
     sys.modules[name] = module  # before exec: numba records the module name in its cache
     try:
-        spec.loader.exec_module(module)
+        with warnings.catch_warnings():
+            # numba cannot disk-cache parallel kernels; they compile once per process.
+            warnings.filterwarnings("ignore", "Cannot cache compiled function",
+                                    numba.NumbaWarning)
+            spec.loader.exec_module(module)
     except BaseException:
         del sys.modules[name]
         raise

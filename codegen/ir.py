@@ -46,6 +46,7 @@ class KernelIR:
     outputs: tuple[int, ...]          # written to memory
     dtype: str = "float32"
     model: str = ""
+    threads: int = 1                  # the outer loop may be split over this many threads
     _by_tensor: dict = field(default=None, compare=False, hash=False, repr=False)
 
     def __post_init__(self) -> None:

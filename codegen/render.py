@@ -19,6 +19,9 @@ from .ops import HELPER_MODULES, OPS
 
 INDENT = "    "
 NAME_LIMIT = 24
+LINE_LIMIT = 100
+#: Below this many elements a kernel runs on one thread: waking threads costs more.
+PARALLEL_MIN_ELEMENTS = 1 << 16
 RESERVED = {"np", "carray", "cfunc", "njit", "prange", "context", "node", "tensors", "range",
             "FLT_MAX", "NAN", "INF", *HELPER_MODULES}
 
@@ -109,12 +112,13 @@ def render_expr(op, args: list[str]) -> str:
     return OPS[op.op].render(args, dict(op.params))
 
 
-def header(ir: KernelIR, names: dict[int, str], nest: LoopNest) -> list[str]:
+def header(ir: KernelIR, names: dict[int, str], nest: LoopNest, threads: int) -> list[str]:
     shape = list(ir.iteration_shape)
     source = f", generated from {ir.model}" if ir.model else ""
+    on_threads = f" | {threads} threads" if threads > 1 else ""
     lines = [f"# fusion_delegate kernel {ir.name}{source}. Do not edit.",
              f"# partition {ir.partition} | nodes {', '.join(str(op.node) for op in ir.ops)} | "
-             f"{ir.dtype} | {shape} collapsed to {list(nest.sizes)}"]
+             f"{ir.dtype} | {shape} collapsed to {list(nest.sizes)}{on_threads}"]
     for op in ir.ops:
         operands = []
         for t in op.inputs:
@@ -135,16 +139,45 @@ def render_kernel(ir: KernelIR, layout: TensorTableLayout) -> str:
     shape = broadcast_shapes(ir.iteration_shape, *(ir.value(t).shape for t in memory))
     nest = collapse(shape, {t: ir.value(t).shape for t in memory})
     body = loop_body(ir, names, nest)
-    loops = [f"{INDENT * d}for i{d} in range({n}):" for d, n in enumerate(nest.sizes)]
+    threads = parallel_threads(ir.threads, nest)
     inner = INDENT * len(nest.sizes)
-    params = ", ".join(names[t] for t in memory)
-    kernel = [f"@njit(error_model='numpy', nogil=True, cache=True)",
-              f"def {ir.name}({params}):",
-              *(INDENT + line for line in loops),
+    parallel = ", parallel=True" if threads > 1 else ""
+    kernel = [f"@njit(error_model='numpy', nogil=True, cache=True{parallel})",
+              *wrap_call(f"def {ir.name}(", [names[t] for t in memory], "):"),
+              *(INDENT + line for line in loop_lines(nest, threads)),
               *(INDENT + inner + line for line in body)]
-    lines = header(ir, names, nest) + ["", *module_imports(body), "", *kernel, "", "",
-                                       *entry_point(ir, names, nest, memory, layout), ""]
+    lines = header(ir, names, nest, threads) + [
+        "", *module_imports(body, threads > 1), "", *kernel, "", "",
+        *entry_point(ir, names, nest, memory, layout), ""]
     return "\n".join(lines)
+
+
+def parallel_threads(requested: int, nest: LoopNest) -> int:
+    """How many threads the outer loop is split over: 1 unless the kernel is large enough."""
+    if requested <= 1 or math.prod(nest.sizes) < PARALLEL_MIN_ELEMENTS:
+        return 1
+    return min(requested, nest.sizes[0])
+
+
+def loop_lines(nest: LoopNest, threads: int) -> list[str]:
+    """The loop headers; with threads, the outer loop is a prange over that many threads."""
+    lines = [f"set_num_threads({threads})"] if threads > 1 else []
+    for d, n in enumerate(nest.sizes):
+        loop = "prange" if threads > 1 and d == 0 else "range"
+        lines.append(f"{INDENT * d}for i{d} in {loop}({n}):")
+    return lines
+
+
+def wrap_call(opening: str, args: list[str], closing: str, indent: str = "") -> list[str]:
+    """`opening arg, arg, ...closing`, broken into lines within LINE_LIMIT."""
+    lines, line = [], indent + opening
+    for i, arg in enumerate(args):
+        piece = arg + (", " if i < len(args) - 1 else closing)
+        if len(line) + len(piece.rstrip()) > LINE_LIMIT:
+            lines.append(line.rstrip())
+            line = indent + " " * len(opening)
+        line += piece
+    return lines + [line if args else indent + opening + closing]
 
 
 def loop_body(ir: KernelIR, names: dict[int, str], nest: LoopNest) -> list[str]:
@@ -166,9 +199,10 @@ def loop_body(ir: KernelIR, names: dict[int, str], nest: LoopNest) -> list[str]:
     return lines
 
 
-def module_imports(body: list[str]) -> list[str]:
+def module_imports(body: list[str], parallel: bool) -> list[str]:
     used = {name for line in body for name in re.findall(r"\b([a-z_0-9]+)\(", line)}
-    lines = ["import numpy as np", "from numba import carray, cfunc, njit", ""]
+    numba_names = "carray, cfunc, njit" + (", prange, set_num_threads" if parallel else "")
+    lines = ["import numpy as np", f"from numba import {numba_names}", ""]
     by_module: dict[str, list[str]] = {}
     for name in sorted(used & set(HELPER_MODULES)):
         by_module.setdefault(HELPER_MODULES[name], []).append(name)
@@ -191,5 +225,6 @@ def entry_point(ir: KernelIR, names: dict[int, str], nest: LoopNest, memory: lis
         address = f"tensors + {t} * {layout.tensor_size} + {layout.tensor_data_offset}"
         lines.append(f"{INDENT}{names[t]} = carray(float32_pointer(load_i64({address})), "
                      f"{nest.view_shape(t)})")
-    lines += [f"{INDENT}{ir.name}({', '.join(names[t] for t in memory)})", f"{INDENT}return 0"]
+    lines += [*wrap_call(f"{ir.name}(", [names[t] for t in memory], ")", INDENT),
+              f"{INDENT}return 0"]
     return lines

@@ -8,7 +8,7 @@ import numpy as np
 from numba import njit
 
 from .mathf32 import _as_float32 as as_float32
-from .mathf32 import exp_f32, pow_f32
+from .mathf32 import exp_f32, pow_f32, sqrt_f32
 
 _inline = njit(inline="always", error_model="numpy")
 
@@ -108,7 +108,7 @@ def round_half_even(x):
 
 @_inline
 def rsqrt(x):
-    return ONE / np.sqrt(x)
+    return ONE / sqrt_f32(x)
 
 
 @_inline

@@ -18,7 +18,6 @@ from . import abi
 from .context import Context, NodeInfo
 from .model import OP_NAMES
 
-FLOAT32 = 1
 #: Ops whose params live in a TfLite*Params struct at node->builtin_data (besides activations).
 PARAMS_STRUCTS = {"LEAKY_RELU": abi.TfLiteLeakyReluParams, "GELU": abi.TfLiteGeluParams}
 
@@ -50,7 +49,7 @@ def unsupported_reason(context: Context, node: NodeInfo) -> str | None:
         return "optional input missing"
     tensors = [context.tensor(t) for t in node.inputs + node.outputs]
     for tensor in tensors:
-        if tensor.type != FLOAT32:
+        if tensor.type_name.lower() not in spec.dtypes:
             return f"dtype {tensor.type_name.lower()} not supported"
         if len(tensor.shape) > MAX_RANK:
             return f"rank {len(tensor.shape)} > {MAX_RANK}"

@@ -10,7 +10,7 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 
-from codegen.compile import DEFAULT_DIR, CompileError, Kernel, KernelCache
+from codegen.compile import DEFAULT_DIR, CompileError, Kernel, KernelCache, max_parallel_threads
 from codegen.ir import KernelIR, Op, Value, broadcast_shapes
 from codegen.render import TensorTableLayout, render_kernel
 
@@ -95,6 +95,11 @@ class FusionDelegate(SimpleDelegate):
                 self.claims[node].partition = number
         return chosen
 
+    def kernel_threads(self, context: Context) -> int:
+        """The `num_threads` option, else the interpreter's, within what numba can run."""
+        requested = self.options.num_threads or context.num_threads
+        return min(requested, max_parallel_threads()) if requested > 1 else 1
+
     def create_kernel(self) -> SimpleDelegateKernel:
         return FusionKernel(self)
 
@@ -137,7 +142,8 @@ class FusionKernel(SimpleDelegateKernel):
             ops=tuple(Op(n.index, n.op, n.inputs, n.output, self._params(n, shapes))
                       for n in self.nodes),
             inputs=tuple(t for t in self.inputs if t not in self.literals),
-            outputs=self.outputs)
+            outputs=self.outputs,
+            threads=self.delegate.kernel_threads(context))
         try:
             kernel = self.delegate.cache.get(ir.name, render_kernel(ir, LAYOUT))
         except CompileError as error:

@@ -2,13 +2,19 @@
 
 The delegate leaves a partition to LiteRT unless its fused kernel is predicted to be at least
 `min_speedup` times faster than LiteRT's default path (XNNPACK) running the same ops one by one.
-perf/calibrate.py times chains of every op both ways and fits linear costs, committed as
-cost_model.json with the machine, versions and date (rerun it to refit):
+perf/calibrate.py times chains of every op both ways and fits the costs below, committed as
+cost_model.json with the machine, versions and date (rerun it to refit). Every cost is linear
+in elements, c0 + c1 * n, with c1 constant between the model's `breaks` (about where tensors
+leave L2 and L3: an element costs several times more past them).
 
-- LiteRT: each op costs c0 + c1 * n for its output's n elements; c1 is constant between the
-  model's `breaks` (about where tensors leave L2 and L3), because an element costs more there.
-- Fused: one loop over the partition's iteration elements: a fixed cost, a per-element loop cost
-  (loads and stores, piecewise like c1) and each op's per-element compute.
+- LiteRT runs op after op: each op costs its own line in its output's elements, and the first
+  op pays `litert_first` on top (reading the partition's input from memory; later ops find
+  theirs in cache).
+- The fused kernel is one loop: the larger of `fused`, the time of a one-op partition (fixed
+  cost and memory traffic of one input and one output), and its fixed cost plus every op's
+  compute. Loads and stores overlap the compute, so whichever is slower sets the time. An op
+  computes once per element of its output: LLVM hoists ops on broadcast operands out of the
+  inner loop.
 
 Costs both sides pay alike (the Python call into the interpreter) are left out, and so is the
 fixed cost of an XNNPACK partition, which claiming saves or adds depending on where the
@@ -71,13 +77,14 @@ class Linear:
 @dataclass(frozen=True)
 class OpCost:
     litert: Linear        # one op run by LiteRT, by its output's elements
-    fused_ns: float       # its compute inside the fused loop, per iteration element
+    fused_ns: float       # its compute inside the fused loop, per output element
 
 
 @dataclass(frozen=True)
 class Costs:
     """Everything measured at one thread count."""
-    fused: Linear         # the fused loop without its ops: fixed cost, loads and stores
+    litert_first: Linear  # LiteRT's first op on top of its own cost, by iteration elements
+    fused: Linear         # a one-op fused partition, by iteration elements
     ops: dict[str, OpCost]
 
 
@@ -110,9 +117,11 @@ class CostModel:
                 threads: int = 1) -> Prediction:
         costs = self.costs(threads)
         per_op = [(self.op_cost(costs, name), n) for name, n in ops]
-        litert = sum(cost.litert.us(n, self.breaks) for cost, n in per_op)
-        compute_ns = sum(cost.fused_ns for cost, _ in per_op) * iteration_elements
-        fused = costs.fused.us(iteration_elements, self.breaks) + compute_ns / 1e3
+        n = iteration_elements
+        litert = costs.litert_first.us(n, self.breaks) + sum(
+            cost.litert.us(elements, self.breaks) for cost, elements in per_op)
+        compute_us = sum(cost.fused_ns * elements for cost, elements in per_op) / 1e3
+        fused = max(costs.fused.us(n, self.breaks), costs.fused.c0_us + compute_us)
         return Prediction(litert, fused)
 
 
@@ -186,18 +195,20 @@ class _Parser:
 
     def costs(self, data: object, n_breaks: int, where: str) -> Costs:
         ops = self.field(data, "ops", dict, where)
-        if not ops:
-            raise self.fail(f"{where}ops is empty")
-        return Costs(self.linear(self.field(data, "fused", dict, where), n_breaks, where + "fused"),
+        if not ops or not all(isinstance(value, dict) for value in ops.values()):
+            raise self.fail(f"{where}ops is empty or not a dict of ops")
+        return Costs(self.linear(data.get("litert_first"), n_breaks, where + "litert_first"),
+                     self.linear(data.get("fused"), n_breaks, where + "fused"),
                      {name: self.op(value, n_breaks, f"{where}ops.{name}")
                       for name, value in ops.items()})
 
-    def op(self, data: object, n_breaks: int, where: str) -> OpCost:
-        litert = self.linear(self.field(data, "litert", dict, where + "."), n_breaks,
-                             where + ".litert")
-        return OpCost(litert, self.number(data.get("fused_ns"), where + ".fused_ns"))
+    def op(self, data: dict, n_breaks: int, where: str) -> OpCost:
+        return OpCost(self.linear(data.get("litert"), n_breaks, where + ".litert"),
+                      self.number(data.get("fused_ns"), where + ".fused_ns"))
 
-    def linear(self, data: dict, n_breaks: int, where: str) -> Linear:
+    def linear(self, data: object, n_breaks: int, where: str) -> Linear:
+        if not isinstance(data, dict):
+            raise self.fail(f"{where} missing or not a dict")
         c1 = self.field(data, "c1_ns", list, where + ".")
         if len(c1) != n_breaks + 1:
             raise self.fail(f"{where}.c1_ns has {len(c1)} values, expected {n_breaks + 1}")

@@ -155,3 +155,25 @@ def test_a_wrong_op_expression_is_caught_by_the_equivalence_check(monkeypatch, t
 
     with pytest.raises(AssertionError, match="mismatches"):
         add_models()
+
+
+def test_threads_split_large_partitions_with_identical_results(cache_dir, rng):
+    shape = (4, 1 << 15)
+    model = swish_chain(shape)
+    x = [rng.standard_normal(shape).astype(np.float32) * 4]
+    outputs, sources = {}, {}
+    for threads in (1, 2):
+        delegate = FusionDelegate(cache_dir=cache_dir)
+        outputs[threads] = run(builtin_interpreter(model, [delegate], num_threads=threads), x)[0]
+        sources[threads] = delegate.kernels[0].kernel.source
+    assert "prange" not in sources[1]
+    assert "for i0 in prange(4):" in sources[2] and "set_num_threads(2)" in sources[2]
+    assert same_bits(outputs[1], outputs[2])
+    np.testing.assert_allclose(outputs[2], run(builtin_interpreter(model), x)[0],
+                               rtol=1e-6, atol=1e-7)
+
+
+def test_small_partitions_stay_on_one_thread(cache_dir, rng):
+    delegate = FusionDelegate(cache_dir=cache_dir)
+    builtin_interpreter(swish_chain((2, 8)), [delegate], num_threads=2)
+    assert "prange" not in delegate.kernels[0].kernel.source
