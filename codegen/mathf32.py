@@ -27,6 +27,7 @@ from llvmlite import ir
 from numba import types
 from numba.extending import intrinsic
 
+from .native import as_float32, as_int32
 from .trig_reduce import PI_OVER_2_FIXED_HI, PI_OVER_2_FIXED_LO, reduce_large
 
 ULP_BUDGET = {
@@ -72,15 +73,6 @@ def ulp_error(got, ref):
 
 
 @intrinsic
-def _as_int32(typingctx, x):
-    """Reinterpret the bits of a float32 as int32 (an LLVM bitcast: free, vectorises)."""
-    def codegen(context, builder, signature, args):
-        return builder.bitcast(args[0], ir.IntType(32))
-
-    return types.int32(types.float32), codegen
-
-
-@intrinsic
 def _llvm_sqrt(typingctx, x):
     """llvm.sqrt.f32 (vsqrtps once vectorised). numba's np.sqrt/math.sqrt emit a libm
     sqrtf call instead: LLVM vectorises it, but scalar remainder iterations still call libm."""
@@ -89,14 +81,6 @@ def _llvm_sqrt(typingctx, x):
 
     return types.float32(types.float32), codegen
 
-
-@intrinsic
-def _as_float32(typingctx, i):
-    """Reinterpret the bits of an int32 as float32."""
-    def codegen(context, builder, signature, args):
-        return builder.bitcast(args[0], ir.FloatType())
-
-    return types.float32(types.int32), codegen
 
 
 _jit = numba.njit(inline="always", error_model="numpy", fastmath=False)
@@ -150,10 +134,10 @@ def _exp_parts(hi, lo):
     r = ((hi - n * _LN2_HI) - n * _LN2_LO) + lo
     p = ((((_EXP_P0 * r + _EXP_P1) * r + _EXP_P2) * r + _EXP_P3) * r + _EXP_P4) * r + _EXP_P5
     p = p * (r * r) + r + _ONE
-    k = _as_int32(t) - _ROUND_MAGIC_BITS
+    k = as_int32(t) - _ROUND_MAGIC_BITS
     k1 = k >> 1
-    scale1 = _as_float32(_I((k1 + 127) << 23))
-    scale2 = _as_float32(_I((k - k1 + 127) << 23))
+    scale1 = as_float32(_I((k1 + 127) << 23))
+    scale2 = as_float32(_I((k - k1 + 127) << 23))
     return p * scale1 * scale2
 
 
@@ -186,9 +170,9 @@ def _log_reduce(x):
     included); e is returned as float32 (exact)."""
     tiny = x < _FLT_MIN
     x = x * _TWO_POW_23 if tiny else x
-    bits = _as_int32(x) + (_ONE_BITS - _SQRT_HALF_BITS)
+    bits = as_int32(x) + (_ONE_BITS - _SQRT_HALF_BITS)
     e = _F((bits >> 23) - 127 - (23 if tiny else 0))
-    m = _as_float32(_I((bits & _MANTISSA_MASK) + _SQRT_HALF_BITS))
+    m = as_float32(_I((bits & _MANTISSA_MASK) + _SQRT_HALF_BITS))
     return e, m
 
 
@@ -227,7 +211,7 @@ def tanh_f32(x):
              + _TANH_P4) * z * ax + ax
     big = _ONE - _TWO / (_exp_parts(ax + ax, _F(-0.0)) + _ONE)
     v = small if ax < _TANH_SPLIT else big
-    return -v if _as_int32(x) < 0 else v
+    return -v if as_int32(x) < 0 else v
 
 
 @_jit
@@ -373,7 +357,7 @@ def sin_f32(x):
     r, r_lo, q = _sin_cos_reduce_abs(x)     # sin is odd: reduce |x|, apply the sign last
     odd = (q == _ONE) or (q == _F(3.0))
     v = _cos_poly(r, r_lo) if odd else _sin_poly(r, r_lo)
-    return _clamp_unit(-v if (q >= _TWO) != (_as_int32(x) < 0) else v)
+    return _clamp_unit(-v if (q >= _TWO) != (as_int32(x) < 0) else v)
 
 
 @_jit
@@ -410,7 +394,7 @@ _POW_T_BIG = _F(150.0)              # |y*log|x|| beyond this: result is inf or 0
 @_jit
 def _split(a):
     """a = hi + lo with hi and lo of at most 12 significant bits each (exact)."""
-    hi = _as_float32(_I(_as_int32(a) & _SPLIT_MASK))
+    hi = as_float32(_I(as_int32(a) & _SPLIT_MASK))
     return hi, a - hi
 
 
@@ -469,7 +453,7 @@ def pow_f32(x, y):
     y_int = np.floor(y) == y
     y_half = y * _HALF
     y_odd = y_int and np.floor(y_half) != y_half
-    r = -r if (_as_int32(x) < 0 and y_odd) else r
+    r = -r if (as_int32(x) < 0 and y_odd) else r
     r = _NAN if (x < _ZERO and x > -_INF and not y_int) else r
     r = _NAN if (x != x or y != y) else r
     r = _ONE if (y == _ZERO or x == _ONE or (x == -_ONE and abs(y) == _INF)) else r

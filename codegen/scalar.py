@@ -7,8 +7,8 @@ loop nest by numba (`inline="always"`) so LLVM can vectorise across them.
 import numpy as np
 from numba import njit
 
-from .mathf32 import _as_float32 as as_float32
 from .mathf32 import exp_f32, pow_f32, sqrt_f32
+from .native import as_float32
 
 _inline = njit(inline="always", error_model="numpy")
 
