@@ -51,8 +51,12 @@ class Kernel:
     entry: object                   # the numba CFunc (kept alive: it owns the machine code)
 
     def inspect_asm(self) -> str:
-        """Assembly of the loop nest, to check what LLVM made of it."""
-        return self.loop.inspect_asm(self.loop.signatures[0])
+        """Assembly of the loop nest, to check what LLVM made of it (numba keeps none for
+        code loaded from its cache, so this compiles the loop again, uncached)."""
+        signature = self.loop.signatures[0]
+        options = {**self.loop.targetoptions, "cache": False}
+        options.pop("nopython", None)
+        return numba.njit(signature, **options)(self.loop.py_func).inspect_asm(signature)
 
 
 @functools.cache

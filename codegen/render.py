@@ -142,7 +142,9 @@ def render_kernel(ir: KernelIR, layout: TensorTableLayout) -> str:
     threads = parallel_threads(ir.threads, nest)
     inner = INDENT * len(nest.sizes)
     parallel = ", parallel=True" if threads > 1 else ""
-    kernel = [f"@njit(error_model='numpy', nogil=True, cache=True{parallel})",
+    signature = "void(" + ", ".join(array_type(len(nest.view_shape(t))) for t in memory) + ")"
+    kernel = [f"@njit('{signature}',",
+              f"      error_model='numpy', nogil=True, cache=True{parallel})",
               *wrap_call(f"def {ir.name}(", [names[t] for t in memory], "):"),
               *(INDENT + line for line in loop_lines(nest, threads)),
               *(INDENT + inner + line for line in body)]
@@ -150,6 +152,11 @@ def render_kernel(ir: KernelIR, layout: TensorTableLayout) -> str:
         "", *module_imports(body, threads > 1), "", *kernel, "", "",
         *entry_point(ir, names, nest, memory, layout), ""]
     return "\n".join(lines)
+
+
+def array_type(ndim: int) -> str:
+    """numba's spelling of a C-contiguous float32 array type: float32[:, ::1]."""
+    return "float32[" + ", ".join([":"] * (ndim - 1) + ["::1"]) + "]"
 
 
 def parallel_threads(requested: int, nest: LoopNest) -> int:
