@@ -30,7 +30,8 @@ class AddSubKernel(SimpleDelegateKernel):
         values = {}
         for node in self.nodes:
             a, b = (values[t] if t in values else context.view(t) for t in node.inputs)
-            values[node.outputs[0]] = np.add(a, b) if node.builtin_code == ADD else np.subtract(a, b)
+            op = np.add if node.builtin_code == ADD else np.subtract
+            values[node.outputs[0]] = op(a, b)
             if node.outputs[0] in self.outputs:
                 context.view(node.outputs[0])[...] = values[node.outputs[0]]
 

@@ -132,14 +132,14 @@ class Context:
                         builtin_data=raw.builtin_data or 0)
 
     def preview_partitions(self, nodes: tuple[int, ...]) -> list[Partition]:
-        """How the runtime would group `nodes` into delegate kernels (PreviewDelegatePartitioning)."""
+        """How the runtime would group `nodes` into kernels (PreviewDelegatePartitioning)."""
         if not nodes:
             return []
         params = POINTER(abi.TfLiteDelegateParams)()
         count = c_int(0)
         request = abi.IntArray(nodes)
-        status = self._function("PreviewDelegatePartitioning")(self.pointer, request.ptr, byref(params),
-                                                       byref(count))
+        preview = self._function("PreviewDelegatePartitioning")
+        status = preview(self.pointer, request.ptr, byref(params), byref(count))
         if status != abi.kTfLiteOk:
             raise RuntimeError("PreviewDelegatePartitioning failed")
         return [Partition(nodes=abi.int_array(params[i].nodes_to_replace),

@@ -7,7 +7,7 @@ native entry point, called by the runtime without Python.
 """
 from __future__ import annotations
 
-import logging
+import math
 from dataclasses import dataclass
 
 from codegen.compile import DEFAULT_DIR, CompileError, Kernel, KernelCache, max_parallel_threads
@@ -20,8 +20,7 @@ from .context import Context, NodeInfo, Partition
 from .errors import KernelCompileError
 from .options import FusionOptions
 from .simple_delegate import SimpleDelegate, SimpleDelegateKernel
-
-log = logging.getLogger("fusion_delegate")
+from .worth import UNKNOWN, Prediction, predict
 
 LAYOUT = TensorTableLayout(context_tensors_offset=abi.CONTEXT_TENSORS_OFFSET,
                            tensor_size=abi.TENSOR_SIZE, tensor_data_offset=abi.TENSOR_DATA_OFFSET)
@@ -70,6 +69,7 @@ class FusionDelegate(SimpleDelegate):
         self.cache = kernel_cache(self.options.cache_dir)
         self.claims: dict[int, NodeClaim] = {}
         self.kernels: dict[int, PreparedKernel] = {}
+        self.predictions: dict[tuple[int, ...], Prediction] = {}
 
     def initialize(self, context: Context) -> None:
         self.claims = {}
@@ -81,19 +81,40 @@ class FusionDelegate(SimpleDelegate):
         return reason is None
 
     def select_partitions(self, context: Context, partitions: list[Partition]) -> list[Partition]:
-        chosen = super().select_partitions(context, partitions)
+        """TFLite's selection (largest first, limits) among the partitions predicted to pay."""
+        self.predictions = {p.nodes: self.predict(context, p) for p in partitions}
+        paying = [p for p in partitions
+                  if self.predictions[p.nodes].speedup >= self.options.min_speedup]
+        chosen = super().select_partitions(context, paying)
         minimum = self.min_nodes_per_partition
         for partition in partitions:
             if partition in chosen:
                 continue
-            reason = (f"partition too small ({len(partition.nodes)} < {minimum} nodes)"
-                      if len(partition.nodes) < minimum else "over max_delegated_partitions")
+            if partition not in paying:
+                reason = (f"not worth it (predicted "
+                          f"{self.predictions[partition.nodes].speedup:.2f}x LiteRT)")
+            elif len(partition.nodes) < minimum:
+                reason = f"partition too small ({len(partition.nodes)} < {minimum} nodes)"
+            else:
+                reason = "over max_delegated_partitions"
             for node in partition.nodes:
                 self.claims[node].reason = reason
         for number, partition in enumerate(chosen):
             for node in partition.nodes:
                 self.claims[node].partition = number
         return chosen
+
+    def predict(self, context: Context, partition: Partition) -> Prediction:
+        """The measured cost model's verdict on fusing `partition` at its current shapes."""
+        if self.options.min_speedup <= 0:
+            return UNKNOWN
+        ops, shapes = [], []
+        for index in partition.nodes:
+            shape = context.tensor(context.node(index).outputs[0]).shape
+            ops.append((self.claims[index].op, math.prod(shape)))
+            shapes.append(shape)
+        iteration = math.prod(broadcast_shapes(*shapes))
+        return predict(ops, iteration, threads=self.kernel_threads(context))
 
     def kernel_threads(self, context: Context) -> int:
         """The `num_threads` option, else the interpreter's, within what numba can run."""

@@ -74,7 +74,8 @@ class SimpleDelegate:
         self.last_partitions: list[Partition] = []
         self._name_bytes = self.name.encode()
         self._delegate = abi.TfLiteDelegate(
-            data_=None, Prepare=_DELEGATE_PREPARE, flags=abi.kTfLiteDelegateFlagsAllowDynamicTensors)
+            data_=None, Prepare=_DELEGATE_PREPARE,
+            flags=abi.kTfLiteDelegateFlagsAllowDynamicTensors)
         self._address = ctypes.addressof(self._delegate)
         _LIVE_DELEGATES[self._address] = self
 

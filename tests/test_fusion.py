@@ -1,6 +1,5 @@
-"""The fusion delegate end to end in the real interpreter, with LiteRT's builtin kernels as oracle."""
+"""The fusion delegate in the real interpreter; LiteRT's builtin kernels are the oracle."""
 import ast
-import pathlib
 
 import numpy as np
 import pytest
@@ -70,12 +69,23 @@ def test_two_interpreters_share_one_delegate(cache_dir, rng):
 
 def test_demo_model_runs_fused_and_matches_litert(cache_dir, rng):
     model = build_demo_model(tokens=16, width=32)
-    delegate = FusionDelegate(cache_dir=cache_dir)
+    delegate = FusionDelegate(cache_dir=cache_dir, min_speedup=0.0)
     interpreter = builtin_interpreter(model, [delegate])
     assert delegate.summary() == "21 of 25 nodes delegated in 4 partitions"
     x = [rng.standard_normal((1, 16, 32)).astype(np.float32)]
     want = run(builtin_interpreter(model), x)[0]
     np.testing.assert_allclose(run(interpreter, x)[0], want, rtol=1e-5, atol=1e-6)
+
+
+def test_partitions_predicted_slower_than_litert_are_left_alone_with_the_reason(cache_dir):
+    delegate = FusionDelegate(cache_dir=cache_dir)
+    builtin_interpreter(build_demo_model(), [delegate])
+    by_node = {c.index: c.reason for c in delegate.claims.values()}
+    gelu_tanh_node = 15
+    assert by_node[gelu_tanh_node].startswith("not worth it (predicted ")
+    assert delegate.predictions[tuple(range(10, 19))].speedup < 1.0
+    kept = [p.nodes for p in delegate.last_partitions]
+    assert all(delegate.predictions[nodes].speedup >= 1.0 for nodes in kept) and kept
 
 
 def test_unclaimed_nodes_say_why():
@@ -163,7 +173,7 @@ def test_threads_split_large_partitions_with_identical_results(cache_dir, rng):
     x = [rng.standard_normal(shape).astype(np.float32) * 4]
     outputs, sources = {}, {}
     for threads in (1, 2):
-        delegate = FusionDelegate(cache_dir=cache_dir)
+        delegate = FusionDelegate(cache_dir=cache_dir, min_speedup=0.0)
         outputs[threads] = run(builtin_interpreter(model, [delegate], num_threads=threads), x)[0]
         sources[threads] = delegate.kernels[0].kernel.source
     assert "prange" not in sources[1]

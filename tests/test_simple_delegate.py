@@ -1,4 +1,4 @@
-"""The Python SimpleDelegate inside the real interpreter: lifecycle, partitions, errors, lifetime."""
+"""The Python SimpleDelegate in the real interpreter: lifecycle, partitions, errors, lifetime."""
 import gc
 import os
 import resource
@@ -187,7 +187,8 @@ def test_interpreter_stays_usable_after_a_failed_invoke(rng):
     with pytest.raises(RuntimeError, match="transient"):
         run(interpreter, values)
     fail[0] = False
-    assert same_bits(run(interpreter, values)[0], run(builtin_interpreter(chain_model()), values)[0])
+    want = run(builtin_interpreter(chain_model()), values)[0]
+    assert same_bits(run(interpreter, values)[0], want)
 
 
 def rss_kib() -> int:
