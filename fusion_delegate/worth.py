@@ -131,7 +131,7 @@ def load_cost_model(path: str | Path | None = None) -> CostModel:
     path = Path(path) if path is not None else DEFAULT_PATH
     try:
         data = json.loads(path.read_text())
-    except (OSError, UnicodeDecodeError, ValueError) as error:
+    except (OSError, ValueError) as error:  # ValueError: bad JSON or bytes that are no text
         raise CostModelError(f"{path}: cannot read cost model ({error}); "
                              "regenerate it with `python perf/calibrate.py`") from None
     return CostModel.from_json(data, str(path))

@@ -1,0 +1,351 @@
+"""Measure the cost model the delegate uses to decide what pays, one command:
+
+    PYTHONPATH=. python perf/calibrate.py [--threads 1 2] [--out fusion_delegate/cost_model.json]
+
+For every op in codegen.ops.OPS it times chains of K = 1 and K = 5 of the op (unary
+`h = op(h)`, binary `h = op(h, y)`; h starts as an input [n / 256, 256] ([1, n] if smaller),
+y is a per-channel constant, the usual second operand, which keeps the fused chains about
+compute; values U(0.5, 1.5)) under LiteRT's default path (XNNPACK) at each of SIZES, and under
+the fusion delegate, which runs a chain as one kernel, at FUSED_SIZE.
+fusion_delegate/worth.py has the model they are fitted to:
+- LiteRT: an op costs c(n) = (T(5) - T(1)) / 4 at each size, joined into c0 + c1 * n with c1
+  constant between neighbouring sizes (past L2, and again past L3, an element costs several
+  times more, so one line through small sizes would be wrong at large ones). What a one-NEG
+  model costs beyond that is the first op's extra (`litert_first`).
+- Fused: an op's compute is c1_f = (T(5) - T(1)) / (4 n). Ops LLVM folds when repeated
+  (-(-h), abs(abs(h)), floor(floor(h))) come out free: they are one vector instruction, close
+  to free anyway. The one-NEG partition (one input, one output, no compute to speak of) timed
+  at every size is the memory-bound side (`fused`).
+- Python's invoke overhead, timed on a model without ops, is taken off both sides, and so is
+  XNNPACK's fixed cost per partition (a one-NEG model at SIZES[0], less its op).
+The machine is shared: the interpreters of one op and size are timed in the same interleaved
+rounds of short batches, each after one untimed call so that it finds its data in cache
+(`timed_rounds`), in several passes, and the median is over all rounds. Then the fitted model
+predicts the perf suite's workloads, which are timed too, and both are printed. Writes the
+model, the machine, versions and date, and that check, as JSON.
+
+One thread by default: on a shared 2-core machine a second thread is there or not from one
+moment to the next, and 2-thread times did not repeat; worth.py uses the 1-thread costs for
+more threads unless a run with `--threads 1 2` measured them.
+"""
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import math
+import os
+import statistics
+import sys
+import tempfile
+import time
+from collections import defaultdict
+from pathlib import Path
+from typing import Callable
+
+ROOT = Path(__file__).resolve().parent.parent
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))  # `python perf/calibrate.py` from anywhere
+
+import numpy as np  # noqa: E402
+from ai_edge_litert.interpreter import Interpreter  # noqa: E402
+
+from codegen.ops import OPS  # noqa: E402
+from fusion_delegate import FusionDelegate  # noqa: E402
+from fusion_delegate.model import ModelBuilder, read_model  # noqa: E402
+from fusion_delegate.worth import DEFAULT_PATH, FORMAT, CostModel  # noqa: E402
+from perf.suite import cpu_info, size_name, versions  # noqa: E402
+from perf.timing import MIN_ROUNDS, batch_size, no_gc, per_call  # noqa: E402
+from perf.workloads import WORKLOADS  # noqa: E402
+
+SIZES = (32, 1 << 12, 1 << 16, 1 << 20, 1 << 22)   # elements; the inner ones are the breaks
+FUSED_SIZE = 1 << 16
+K = (1, 5)
+PASSES = 3
+ROUNDS = 60                 # per group and pass, at most (timing.MIN_ROUNDS at least)
+BATCH_SECONDS = 2e-4        # short against the scheduler's slice: most batches run undisturbed
+GROUP_SECONDS = 0.3         # timing budget per op, size and pass
+CHECK_SIZES = (1 << 10, 1 << 16, 1 << 20)
+CHECK_SECONDS = 2.0
+CHANNELS = 256
+BASE = "NEG"                # the one-op partition the base costs are measured on
+EMPTY = ("empty",)
+
+Key = tuple  # ("litert" | "fused", op, k, n), or EMPTY
+Invoke = Callable[[], None]
+
+
+# ----------------------------------------------------------------------------------- models
+
+def op_options(name: str) -> dict | None:
+    """Options as a converter writes them; GELU's default is the exact (erf) form."""
+    if OPS[name].fused_activation:
+        return {"fused_activation_function": 0}
+    return {"LEAKY_RELU": {"alpha": 0.2}, "GELU": {"approximate": False}}.get(name)
+
+
+def chain(name: str, k: int, n: int) -> bytes:
+    """k times `h = op(h)`, or `h = op(h, y)` with y per channel for a binary op."""
+    b = ModelBuilder(f"{name.lower()}_x{k}")
+    channels = min(CHANNELS, n)
+    h = b.input("x", (n // channels, channels))
+    y = None
+    if OPS[name].arity == 2:
+        y = b.const("y", np.random.default_rng(1).uniform(0.5, 1.5, channels).astype(np.float32))
+    for _ in range(k):
+        h = b.op(name, [h] if y is None else [h, y], op_options(name))
+    b.output(h)
+    return b.to_bytes()
+
+
+def empty_model() -> bytes:
+    """Input straight to output: what invoke() costs from Python when there is nothing to run."""
+    b = ModelBuilder("empty")
+    b.output(b.input("x", (1,)))
+    return b.to_bytes()
+
+
+# ------------------------------------------------------------------------------ interpreters
+
+def interpreter(model: bytes, threads: int, cache_dir: str | None,
+                inputs: dict[str, np.ndarray] | None = None) -> Invoke:
+    """The bound invoke() of an allocated interpreter with its inputs set, run once; fused when
+    `cache_dir` is given, and then checked to be one partition holding every node."""
+    delegate = (FusionDelegate(cache_dir=cache_dir, min_nodes_per_partition=1, min_speedup=0.0)
+                if cache_dir is not None else None)
+    it = Interpreter(model_content=model, num_threads=threads,
+                     experimental_delegates=[delegate] if delegate else [])
+    it.allocate_tensors()
+    rng = np.random.default_rng(0)
+    for detail in it.get_input_details():
+        data = inputs[detail["name"]] if inputs else rng.uniform(0.5, 1.5, detail["shape"])
+        it.set_tensor(detail["index"], data.astype(np.float32))
+    it.invoke()
+    if delegate and (len(delegate.kernels) != 1
+                     or any(c.reason for c in delegate.claims.values())):
+        raise RuntimeError(f"the delegate did not fuse the whole model: {delegate.summary()}")
+    out = it.get_tensor(it.get_output_details()[0]["index"])
+    if np.any((out != 0) & (np.abs(out) < np.finfo(np.float32).tiny)):
+        print("warning: subnormal outputs, the timing may include microcode assists",
+              file=sys.stderr)
+    return it.invoke
+
+
+def group(name: str, n: int, threads: int, cache_dir: str) -> dict[Key, Invoke]:
+    """What is timed together for one op at one size: LiteRT's chains, the fused chains at
+    FUSED_SIZE, and with BASE the empty model and the fused one-op partition."""
+    methods = {("litert", name, k, n): interpreter(chain(name, k, n), threads, None) for k in K}
+    fused = K if n == FUSED_SIZE else (1,) if name == BASE else ()
+    methods.update({("fused", name, k, n): interpreter(chain(name, k, n), threads, cache_dir)
+                    for k in fused})
+    if name == BASE:
+        methods[EMPTY] = interpreter(empty_model(), threads, None)
+    return methods
+
+
+# ---------------------------------------------------------------------------------- measure
+
+def timed_rounds(methods: dict[Key, Invoke], rounds: int,
+                 budget_seconds: float) -> dict[Key, list[float]]:
+    """Seconds per call of each method, one batch per method in each of up to `rounds`
+    rounds (order rotated; at least MIN_ROUNDS, then until the budget is spent), as
+    perf/timing.py's `interleaved` does, but each batch is preceded by one untimed call: the
+    methods share the caches, and that call brings back what the previous one evicted."""
+    batches = {key: batch_size(fn, BATCH_SECONDS) for key, fn in methods.items()}
+    keys = list(methods)
+    times: dict[Key, list[float]] = defaultdict(list)
+    deadline = time.perf_counter() + budget_seconds
+    with no_gc():
+        for r in range(rounds):
+            for key in keys[r % len(keys):] + keys[:r % len(keys)]:
+                methods[key]()
+                times[key].append(per_call(methods[key], batches[key]))
+            if r + 1 >= MIN_ROUNDS and time.perf_counter() > deadline:
+                break
+    return times
+
+
+def measure(threads: int, cache_dir: str, ops: list[str]) -> dict[Key, float]:
+    """Median seconds per invoke of every chain, over the rounds of all passes."""
+    samples: dict[Key, list[float]] = defaultdict(list)
+    started = time.perf_counter()
+    for number in range(PASSES):
+        for n in SIZES:
+            for name in ops:
+                methods = group(name, n, threads, cache_dir)
+                for key, values in timed_rounds(methods, ROUNDS, GROUP_SECONDS).items():
+                    samples[key] += values
+        print(f"  {threads} thread(s): pass {number + 1}/{PASSES} "
+              f"({time.perf_counter() - started:.0f} s)", file=sys.stderr)
+    return {key: statistics.median(values) for key, values in samples.items()}
+
+
+# -------------------------------------------------------------------------------------- fit
+
+def piecewise(points: list[tuple[int, float]]) -> dict:
+    """c0 + c1 * n through (n, us) points, c1 constant between neighbours (the first line is
+    extended to 0 and the last past the end); noise cannot make a cost negative."""
+    slopes = [max(0.0, (c2 - c1) / (n2 - n1)) for (n1, c1), (n2, c2) in zip(points, points[1:])]
+    n0, c0 = points[0]
+    return {"c0_us": max(0.0, c0 - slopes[0] * n0), "c1_ns": [s * 1e3 for s in slopes]}
+
+
+def fit(t: dict[Key, float], ops: list[str]) -> dict:
+    """One thread count's costs (the JSON worth.py reads), and the medians they come from."""
+    us = {key: seconds * 1e6 for key, seconds in t.items()}
+    invoke = us[EMPTY]
+
+    def per_op(method: str, name: str, n: int) -> float:
+        return (us[(method, name, K[1], n)] - us[(method, name, K[0], n)]) / (K[1] - K[0])
+
+    partition = us[("litert", BASE, 1, SIZES[0])] - invoke - per_op("litert", BASE, SIZES[0])
+    first = [(n, us[("litert", BASE, 1, n)] - invoke - partition - per_op("litert", BASE, n))
+             for n in SIZES]
+    return {
+        "litert_first": piecewise(first),
+        "fused": piecewise([(n, us[("fused", BASE, 1, n)] - invoke) for n in SIZES]),
+        "ops": {name: {
+            "litert": piecewise([(n, per_op("litert", name, n)) for n in SIZES]),
+            "fused_ns": max(0.0, per_op("fused", name, FUSED_SIZE) / FUSED_SIZE * 1e3),
+        } for name in ops},
+        "measured_us": {
+            "invoke": invoke, "litert_partition": partition,
+            "chains": {name: {
+                "litert": {str(n): [us[("litert", name, k, n)] for k in K] for n in SIZES},
+                "fused": {str(FUSED_SIZE): [us[("fused", name, k, FUSED_SIZE)] for k in K]},
+            } for name in ops},
+            "fused_one_op": {str(n): us[("fused", BASE, 1, n)] for n in SIZES},
+        },
+    }
+
+
+# ------------------------------------------------------------------------------------ check
+
+def partition_ops(model: bytes) -> list[tuple[str, int]]:
+    """(op, output elements) of every node, as the delegate would pass them to predict()."""
+    sg = read_model(model).subgraphs[0]
+    return [(op.op, math.prod(sg.tensors[op.outputs[0]].shape)) for op in sg.operators]
+
+
+def check(model: CostModel, costs: dict, threads: int, cache_dir: str) -> list[dict]:
+    """Predicted against measured speedups of the perf workloads, each one whole partition.
+
+    Like predict(), the measured LiteRT time leaves out the invoke overhead and XNNPACK's
+    partition cost, and the fused time the invoke overhead.
+    """
+    rows = []
+    invoke = costs["measured_us"]["invoke"]
+    partition = costs["measured_us"]["litert_partition"]
+    for n in CHECK_SIZES:
+        for name, workload in WORKLOADS.items():
+            case = workload.case(n)
+            methods = {"litert": interpreter(case.model, threads, None, case.inputs),
+                       "fused": interpreter(case.model, threads, cache_dir, case.inputs)}
+            t = {m: statistics.median(s) * 1e6
+                 for m, s in timed_rounds(methods, 10 * ROUNDS, CHECK_SECONDS).items()}
+            litert, fused = t["litert"] - invoke - partition, t["fused"] - invoke
+            predicted = model.predict(partition_ops(case.model), n, threads)
+            rows.append({
+                "workload": name, "elements": n, "threads": threads, "ops": case.ops,
+                "measured": {"litert_us": litert, "fused_us": fused, "speedup": litert / fused,
+                             "invoke_speedup": t["litert"] / t["fused"]},
+                "predicted": {"litert_us": predicted.litert_us, "fused_us": predicted.fused_us,
+                              "speedup": predicted.speedup},
+                "decision_right": (litert > fused) == (predicted.speedup > 1)})
+    return rows
+
+
+# ----------------------------------------------------------------------------------- report
+
+def fixed_width(columns: tuple[str, ...], table: list[tuple]) -> str:
+    widths = [max(len(str(r[i])) for r in [columns, *table]) for i in range(len(columns))]
+    return "\n".join("  ".join(str(c).rjust(w) for c, w in zip(r, widths))
+                     for r in [columns, *table])
+
+
+def costs_table(costs: dict, breaks: tuple[int, ...]) -> str:
+    bands = [f"<={size_name(breaks[0])}",
+             *(f"{size_name(a)}-{size_name(b)}" for a, b in zip(breaks, breaks[1:])),
+             f">{size_name(breaks[-1])}"]
+    columns = ("op", "c0_l us", *(f"c1_l ns {b}" for b in bands), "c1_f ns")
+    table = [(name, f"{c['litert']['c0_us']:.3f}", *(f"{v:.3f}" for v in c["litert"]["c1_ns"]),
+              f"{c['fused_ns']:.3f}") for name, c in costs["ops"].items()]
+    for row in ("litert_first", "fused"):
+        line = costs[row]
+        table.append((f"({row})", f"{line['c0_us']:.3f}", *(f"{v:.3f}" for v in line["c1_ns"]),
+                      ""))
+    return fixed_width(columns, table)
+
+
+def check_table(rows: list[dict]) -> str:
+    columns = ("workload", "elems", "threads", "litert_us", "fused_us", "speedup",
+               "pred_litert", "pred_fused", "pred_speedup", "invoke_speedup", "decision")
+    return fixed_width(columns, [
+        (r["workload"], size_name(r["elements"]), r["threads"],
+         f"{r['measured']['litert_us']:.2f}", f"{r['measured']['fused_us']:.2f}",
+         f"{r['measured']['speedup']:.2f}", f"{r['predicted']['litert_us']:.2f}",
+         f"{r['predicted']['fused_us']:.2f}", f"{r['predicted']['speedup']:.2f}",
+         f"{r['measured']['invoke_speedup']:.2f}", "ok" if r["decision_right"] else "WRONG")
+        for r in rows])
+
+
+def rounded(value: object) -> object:
+    """Four significant digits, far finer than the noise: a readable, diffable file."""
+    if isinstance(value, float):
+        return float(f"{value:.4g}")
+    if isinstance(value, dict):
+        return {key: rounded(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [rounded(item) for item in value]
+    return value
+
+
+# ------------------------------------------------------------------------------------- main
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--threads", type=int, nargs="+", default=[1],
+                        help="interpreter thread counts to measure (1)")
+    parser.add_argument("--ops", nargs="+", choices=sorted(OPS), default=list(OPS),
+                        help="only these ops (a partial model, for trying things out)")
+    parser.add_argument("--out", type=Path, default=DEFAULT_PATH)
+    return parser.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = parse_args(argv)
+    ops = list(dict.fromkeys([BASE, *args.ops]))
+    started, load = time.perf_counter(), os.getloadavg()[0]
+    breaks = SIZES[1:-1]
+    tables, checks = {}, []
+    with tempfile.TemporaryDirectory(prefix="fusion_calibrate_") as cache_dir:
+        for threads in args.threads:
+            tables[str(threads)] = fit(measure(threads, cache_dir, ops), ops)
+        header = {
+            "command": " ".join(["python perf/calibrate.py", *sys.argv[1:]]),
+            "date": datetime.datetime.now().astimezone().isoformat(timespec="seconds"),
+            "machine": cpu_info(), "versions": versions(),
+            "sizes": list(SIZES), "fused_size": FUSED_SIZE, "chains": list(K),
+            "passes": PASSES, "batch_seconds": BATCH_SECONDS,
+            "note": "LiteRT = Interpreter(num_threads=threads), XNNPACK applied; the fused "
+                    "costs change as the kernels do: rerun perf/calibrate.py to refit",
+        }
+        data = {"format": FORMAT, "header": header, "breaks": list(breaks), "threads": tables}
+        model = CostModel.from_json(data, "fitted model")
+        for threads in args.threads:
+            print(f"\nfitted costs, {threads} thread(s):\n"
+                  f"{costs_table(tables[str(threads)], breaks)}")
+            checks += check(model, tables[str(threads)], threads, cache_dir)
+    header.update(seconds=round(time.perf_counter() - started),
+                  load_average=[load, os.getloadavg()[0]])
+    data["check"] = checks
+    print("\nmeasured vs predicted, each perf workload one partition (us without the invoke "
+          "overhead, LiteRT's also without its partition cost):\n" + check_table(checks))
+    args.out.write_text(json.dumps(rounded(data), indent=1) + "\n")
+    right = sum(r["decision_right"] for r in checks)
+    print(f"\n{right} of {len(checks)} decisions right; wrote {args.out} in "
+          f"{header['seconds']} s (load average {load:.1f} -> {os.getloadavg()[0]:.1f})")
+
+
+if __name__ == "__main__":
+    main()
