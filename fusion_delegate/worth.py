@@ -14,14 +14,17 @@ leave L2 and L3: an element costs several times more past them).
   cost and memory traffic of one input and one output), and its fixed cost plus every op's
   compute. Loads and stores overlap the compute, so whichever is slower sets the time. An op
   computes once per element of its output: LLVM hoists ops on broadcast operands out of the
-  inner loop.
+  inner loop. On top comes `split_us`, the fixed cost of one more XNNPACK partition: in a
+  real model elementwise ops sit between ops XNNPACK runs (convolutions, matmuls), and
+  claiming them cuts XNNPACK's partition in two. (Where a partition is the whole model this
+  is wrong the other way, by the same few tens of ns: it only decides near-ties on tiny
+  tensors.)
 
-Costs both sides pay alike (the Python call into the interpreter) are left out, and so is the
-fixed cost of an XNNPACK partition, which claiming saves or adds depending on where the
-partition sits. An op the model lacks takes the costs of the measured op of its cost class
-(codegen.ops.TRANSCENDENTAL or not) whose fused compute is slowest. A missing or corrupt cost
-model is logged once and predicts nothing: `speedup` is then inf, so the delegate claims as it
-does with min_speedup=0, and never fails for a bad data file.
+The Python call into the interpreter, the same for both, is left out. An op the model lacks
+takes the costs of the measured op of its cost class (codegen.ops.TRANSCENDENTAL or not) whose
+fused compute is slowest. A missing or corrupt cost model is logged once and predicts nothing:
+`speedup` is then inf, so the delegate claims as it does with min_speedup=0, and never fails
+for a bad data file.
 """
 from __future__ import annotations
 
@@ -39,7 +42,7 @@ from .errors import FusionDelegateError
 log = logging.getLogger("fusion_delegate")
 
 DEFAULT_PATH = Path(__file__).with_name("cost_model.json")
-FORMAT = 1
+FORMAT = 2
 
 
 class CostModelError(FusionDelegateError, ValueError):
@@ -85,6 +88,7 @@ class Costs:
     """Everything measured at one thread count."""
     litert_first: Linear  # LiteRT's first op on top of its own cost, by iteration elements
     fused: Linear         # a one-op fused partition, by iteration elements
+    split_us: float       # one more XNNPACK partition
     ops: dict[str, OpCost]
 
 
@@ -122,7 +126,7 @@ class CostModel:
             cost.litert.us(elements, self.breaks) for cost, elements in per_op)
         compute_us = sum(cost.fused_ns * elements for cost, elements in per_op) / 1e3
         fused = max(costs.fused.us(n, self.breaks), costs.fused.c0_us + compute_us)
-        return Prediction(litert, fused)
+        return Prediction(litert, fused + costs.split_us)
 
 
 @functools.lru_cache(maxsize=None)
@@ -199,6 +203,7 @@ class _Parser:
             raise self.fail(f"{where}ops is empty or not a dict of ops")
         return Costs(self.linear(data.get("litert_first"), n_breaks, where + "litert_first"),
                      self.linear(data.get("fused"), n_breaks, where + "fused"),
+                     self.number(data.get("split_us"), where + "split_us"),
                      {name: self.op(value, n_breaks, f"{where}ops.{name}")
                       for name, value in ops.items()})
 

@@ -20,7 +20,7 @@ import numpy as np
 sys.path[:0] = [{root!r}, {tests!r}]
 from conftest import builtin_interpreter, run
 from fusion_delegate import FusionDelegate
-delegate = FusionDelegate(cache_dir={cache!r})
+delegate = FusionDelegate(cache_dir={cache!r}, min_speedup=0.0)
 interpreter = builtin_interpreter(open({model!r}, "rb").read(), [delegate])
 out = run(interpreter, [np.arange(24, dtype=np.float32).reshape(4, 6) / 7])[0]
 print(json.dumps({{"hits": [k.kernel.cache_hit for k in delegate.kernels.values()],
@@ -78,7 +78,7 @@ def test_corrupt_cache_entry_is_a_miss_and_is_rebuilt(tmp_path, damage):
 
 
 def test_kernels_outlive_kernel_objects_in_memory(tmp_path, rng):
-    delegate = FusionDelegate(cache_dir=str(tmp_path))
+    delegate = FusionDelegate(cache_dir=str(tmp_path), min_speedup=0.0)
     for _ in range(2):
         interpreter = builtin_interpreter(model_bytes(), [delegate])
         run(interpreter, [rng.standard_normal((4, 6)).astype(np.float32)])
@@ -87,7 +87,7 @@ def test_kernels_outlive_kernel_objects_in_memory(tmp_path, rng):
 
 def test_disk_cache_can_be_turned_off(tmp_path, rng, monkeypatch):
     monkeypatch.setenv("HOME", str(tmp_path))
-    delegate = FusionDelegate(cache_dir="")
+    delegate = FusionDelegate(cache_dir="", min_speedup=0.0)
     run(builtin_interpreter(model_bytes(), [delegate]),
         [rng.standard_normal((4, 6)).astype(np.float32)])
     path = delegate.kernels[0].kernel.path

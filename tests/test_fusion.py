@@ -34,7 +34,7 @@ def swish_chain(shape=(2, 8)) -> bytes:
 
 def test_resize_to_new_shapes_and_back_reuses_the_cached_kernel(cache_dir, rng):
     model = swish_chain()
-    delegate = FusionDelegate(cache_dir=cache_dir)
+    delegate = FusionDelegate(cache_dir=cache_dir, min_speedup=0.0)
     interpreter = builtin_interpreter(model, [delegate])
     reference = builtin_interpreter(model)
     hits = []
@@ -49,7 +49,7 @@ def test_resize_to_new_shapes_and_back_reuses_the_cached_kernel(cache_dir, rng):
 
 def test_many_invokes_read_fresh_inputs_every_time(cache_dir, rng):
     model = swish_chain((4, 16))
-    interpreter = builtin_interpreter(model, [FusionDelegate(cache_dir=cache_dir)])
+    interpreter = builtin_interpreter(model, [FusionDelegate(cache_dir=cache_dir, min_speedup=0.0)])
     reference = builtin_interpreter(model)
     for _ in range(200):
         x = [rng.standard_normal((4, 16)).astype(np.float32) * 5]
@@ -58,7 +58,7 @@ def test_many_invokes_read_fresh_inputs_every_time(cache_dir, rng):
 
 
 def test_two_interpreters_share_one_delegate(cache_dir, rng):
-    delegate = FusionDelegate(cache_dir=cache_dir)
+    delegate = FusionDelegate(cache_dir=cache_dir, min_speedup=0.0)
     first = builtin_interpreter(swish_chain((2, 8)), [delegate])
     second = builtin_interpreter(swish_chain((3, 4)), [delegate])
     for interpreter, shape in [(first, (2, 8)), (second, (3, 4)), (first, (2, 8))]:
@@ -98,7 +98,7 @@ def test_unclaimed_nodes_say_why():
                     {"new_shape": [3, 2]}, shape=(3, 2)),
                b.op("ABS", [x])]
     b.output(*outputs)
-    delegate = FusionDelegate(cache_dir="")
+    delegate = FusionDelegate(cache_dir="", min_speedup=0.0)
     builtin_interpreter(b.to_bytes(), [delegate])
     reasons = [c.reason for c in sorted(delegate.claims.values(), key=lambda c: c.index)]
     assert reasons == ["dtype int32 not supported", "rank 7 > 6", "op RESHAPE not supported",
@@ -106,7 +106,7 @@ def test_unclaimed_nodes_say_why():
 
 
 def test_generated_source_names_ops_and_keeps_float32_literals(cache_dir):
-    delegate = FusionDelegate(cache_dir=cache_dir)
+    delegate = FusionDelegate(cache_dir=cache_dir, min_speedup=0.0)
     builtin_interpreter(swish_chain(), [delegate])
     source = delegate.kernels[0].kernel.source
     assert source.startswith("# fusion_delegate kernel p0_add_logistic_mul_relu6.")
@@ -129,7 +129,7 @@ def _inside_float32_call(tree, constant) -> bool:
 
 def test_claims_list_partitions_with_nodes_ops_tensors_and_source(cache_dir):
     model = swish_chain()
-    delegate = FusionDelegate(cache_dir=cache_dir)
+    delegate = FusionDelegate(cache_dir=cache_dir, min_speedup=0.0)
     builtin_interpreter(model, [delegate])
     plan = describe(read_model(model), delegate)
     assert plan.summary == "4 of 4 nodes delegated in 1 partitions"
@@ -184,6 +184,6 @@ def test_threads_split_large_partitions_with_identical_results(cache_dir, rng):
 
 
 def test_small_partitions_stay_on_one_thread(cache_dir, rng):
-    delegate = FusionDelegate(cache_dir=cache_dir)
+    delegate = FusionDelegate(cache_dir=cache_dir, min_speedup=0.0)
     builtin_interpreter(swish_chain((2, 8)), [delegate], num_threads=2)
     assert "prange" not in delegate.kernels[0].kernel.source

@@ -1,0 +1,114 @@
+"""The cost model: facts about the committed cost_model.json, and the fallbacks. No timing."""
+import json
+import logging
+import math
+
+import pytest
+
+from codegen.ops import OPS, TRANSCENDENTAL
+from fusion_delegate import worth
+from fusion_delegate.worth import CostModel, CostModelError, Prediction, load_cost_model, predict
+
+ARITHMETIC_CHAIN = ["ADD", "MUL", "SUB", "MUL", "ADD", "DIV", "ADD", "MUL", "SUB", "ADD"]
+
+
+@pytest.fixture
+def data() -> dict:
+    return json.loads(worth.DEFAULT_PATH.read_text())
+
+
+def test_one_add_on_a_tiny_tensor_does_not_pay():
+    assert predict([("ADD", 32)], 32).speedup < 1
+
+
+def test_ten_op_arithmetic_chain_on_1m_elements_pays():
+    n = 1 << 20
+    assert predict([(op, n) for op in ARITHMETIC_CHAIN], n).speedup > 1
+
+
+def test_committed_model_has_every_op_and_the_machine_header(data):
+    model = load_cost_model()
+    for costs in model.threads.values():
+        assert set(costs.ops) == set(OPS)
+    header = data["header"]
+    for key in ("date", "machine", "versions", "command"):
+        assert header[key]
+    assert header["machine"]["cpu"]
+    assert {"numba", "llvmlite", "ai-edge-litert", "numpy"} <= set(header["versions"])
+    assert 1 in model.threads
+
+
+def test_prediction_grows_with_ops_and_elements():
+    small, large = predict([("TANH", 1000)], 1000), predict([("TANH", 10**6)], 10**6)
+    assert 0 < small.litert_us < large.litert_us and 0 < small.fused_us < large.fused_us
+    longer = predict([("TANH", 10**6), ("ADD", 10**6)], 10**6)
+    assert longer.litert_us > large.litert_us
+
+
+def test_thread_counts_use_the_largest_measured_one_below():
+    model = load_cost_model()
+    lowest = min(model.threads)
+    assert model.costs(0) is model.costs(-1) is model.threads[lowest]
+    assert model.costs(1000) is model.threads[max(model.threads)]
+
+
+def without(data: dict, name: str) -> CostModel:
+    for table in data["threads"].values():
+        del table["ops"][name]
+    return CostModel.from_json(data)
+
+
+@pytest.mark.parametrize("name", ["GELU", "ROUND"])
+def test_missing_op_takes_the_slowest_fused_op_of_its_cost_class(data, name):
+    model = without(data, name)
+    costs = model.costs(1)
+    same_class = [n for n in costs.ops if (n in TRANSCENDENTAL) == (name in TRANSCENDENTAL)]
+    slowest = max(same_class, key=lambda n: costs.ops[n].fused_ns)
+    assert model.op_cost(costs, name) is costs.ops[slowest]
+    assert model.predict([(name, 4096)], 4096) == model.predict([(slowest, 4096)], 4096)
+
+
+def test_op_unknown_to_ops_counts_as_transcendental(data):
+    model = CostModel.from_json(data)
+    costs = model.costs(1)
+    assert model.op_cost(costs, "NOT_AN_OP").fused_ns == max(
+        costs.ops[n].fused_ns for n in TRANSCENDENTAL)
+
+
+@pytest.mark.parametrize("text, message", [
+    ("{not json", "cannot read"),
+    ('{"format": 2, "header": {}, "breaks": [65536], "threads": {}}', "threads"),
+    ('[1, 2]', "not a cost model"),
+])
+def test_corrupt_file_raises_a_clear_error(tmp_path, text, message):
+    path = tmp_path / "cost_model.json"
+    path.write_text(text)
+    with pytest.raises(CostModelError, match=message) as error:
+        load_cost_model(path)
+    assert str(path) in str(error.value) and "perf/calibrate.py" in str(error.value)
+
+
+def test_bad_number_is_named(data):
+    data["threads"]["1"]["ops"]["ADD"]["litert"]["c1_ns"][0] = -1.0
+    with pytest.raises(CostModelError, match=r"threads\.1\.ops\.ADD\.litert\.c1_ns\[0\]"):
+        CostModel.from_json(data)
+
+
+def test_predict_never_raises_on_a_corrupt_file_but_claims_and_warns_once(tmp_path, caplog):
+    path = tmp_path / "cost_model.json"
+    path.write_bytes(b"\x00garbage")
+    with caplog.at_level(logging.WARNING, logger="fusion_delegate"):
+        first = predict([("ADD", 32)], 32, path=path)
+        second = predict([("ADD", 32)], 32, path=path)
+    assert first == second == worth.UNKNOWN
+    assert math.isnan(first.litert_us) and first.speedup == math.inf
+    assert len([r for r in caplog.records if str(path) in r.getMessage()]) == 1
+
+
+def test_missing_file_is_the_same_fallback(tmp_path):
+    assert predict([("ADD", 32)], 32, path=tmp_path / "absent.json") == worth.UNKNOWN
+
+
+def test_speedup_is_litert_over_fused():
+    assert Prediction(3.0, 1.5).speedup == 2.0
+    assert Prediction(1.0, 0.0).speedup == math.inf
