@@ -129,10 +129,6 @@ class SimpleDelegate:
                 raise self.last_error from None  # a kernel init failed: that is the cause
             raise
 
-    def __del__(self) -> None:
-        if _LIVE_DELEGATES is not None:  # None while the interpreter shuts down
-            _LIVE_DELEGATES.pop(getattr(self, "_address", None), None)
-
 
 # --- the C callbacks ----------------------------------------------------------------------------
 # Delegates and kernels are found by address: the TfLiteDelegate struct's, and the kernel slot's.
