@@ -187,3 +187,30 @@ def test_small_partitions_stay_on_one_thread(cache_dir, rng):
     delegate = FusionDelegate(cache_dir=cache_dir, min_speedup=0.0)
     builtin_interpreter(swish_chain((2, 8)), [delegate], num_threads=2)
     assert "prange" not in delegate.kernels[0].kernel.source
+
+
+def test_interpreters_sharing_a_delegate_invoke_concurrently_from_threads(cache_dir):
+    import threading
+    delegate = FusionDelegate(cache_dir=cache_dir, min_speedup=0.0)
+    shape = (4, 1 << 15)
+    model = swish_chain(shape)
+    errors = []
+
+    def work(seed):
+        try:
+            rng = np.random.default_rng(seed)
+            interpreter = builtin_interpreter(model, [delegate], num_threads=2)
+            reference = builtin_interpreter(model)
+            for _ in range(20):
+                x = [rng.standard_normal(shape).astype(np.float32)]
+                np.testing.assert_allclose(run(interpreter, x)[0], run(reference, x)[0],
+                                           rtol=1e-6, atol=1e-7)
+        except Exception as error:  # noqa: BLE001 - reported below with the thread's seed
+            errors.append((seed, error))
+
+    threads = [threading.Thread(target=work, args=(seed,)) for seed in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert errors == []
