@@ -15,7 +15,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .ir import KernelIR, broadcast_shapes, verify
-from .ops import HELPER_MODULES, OPS
+from .ops import ACTIVATIONS, HELPER_MODULES, OPS
 
 INDENT = "    "
 NAME_LIMIT = 24
@@ -125,7 +125,8 @@ def header(ir: KernelIR, names: dict[int, str], nest: LoopNest, threads: int) ->
             value = ir.value(t)
             kind = "const " if value.literal is not None else ""
             operands.append(f"{names[t]} (t{t}, {kind}{list(value.shape)})")
-        params = "".join(f" {k}={v}" for k, v in op.params)
+        params = "".join(f" {k}={ACTIVATIONS[v][0] if k == 'activation' else v}"
+                         for k, v in op.params)
         lines.append(f"#   node {op.node:<4} {op.op:<18} {', '.join(operands)}{params} "
                      f"-> {names[op.output]} (t{op.output})")
     return lines
