@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .ir import KernelIR, broadcast_shapes, verify
+from .ir import KernelIR, verify
 from .ops import ACTIVATIONS, HELPER_MODULES, OPS
 
 INDENT = "    "
@@ -137,8 +137,7 @@ def render_kernel(ir: KernelIR, layout: TensorTableLayout) -> str:
     verify(ir)
     names = identifiers(ir)
     memory = list(ir.inputs) + [t for t in ir.outputs if t not in ir.inputs]
-    shape = broadcast_shapes(ir.iteration_shape, *(ir.value(t).shape for t in memory))
-    nest = collapse(shape, {t: ir.value(t).shape for t in memory})
+    nest = collapse(ir.iteration_shape, {t: ir.value(t).shape for t in memory})
     body = loop_body(ir, names, nest)
     threads = parallel_threads(ir.threads, nest)
     inner = INDENT * len(nest.sizes)

@@ -138,15 +138,14 @@ class FusionKernel(SimpleDelegateKernel):
              outputs: tuple[int, ...]) -> None:
         self.nodes: list[FusedNode] = [fused_node(n) for n in sorted(nodes, key=lambda n: n.index)]
         self.inputs, self.outputs = inputs, outputs
-        first = self.nodes[0].index
-        self.partition = self.delegate.claims[first].partition if first in self.delegate.claims \
-            else 0
+        first = self.delegate.claims.get(self.nodes[0].index)
+        self.partition = first.partition if first else 0
         tensors = set(inputs) | {n.output for n in self.nodes}
         self.names = {t: context.tensor(t).name for t in tensors}
         self.literals = {}
         for t in inputs:
             info = context.tensor(t)
-            if info.is_constant and len(context.view(t).reshape(-1)) == 1:
+            if info.is_constant and math.prod(info.shape) == 1:
                 self.literals[t] = float(context.view(t).reshape(-1)[0])
 
     def prepare(self, context: Context) -> None:
