@@ -4,8 +4,10 @@ numba lowers np.exp, np.tanh, math.erf, ... on float32 to scalar libm calls (no 
 2-14 ns per element, and the call blocks vectorisation of the loop around it. The functions
 below use range reduction plus a polynomial, integer bit tricks through bitcasts, and
 selects instead of branches, so a loop such as ``for i in range(n): out[i] = exp_f32(x[i])``
-compiles to packed AVX2/AVX-512 code. No FMA is written or needed (a caller's "contract"
-flag may fuse; perf/math_accuracy.md measures that too).
+compiles to packed AVX2/AVX-512 code. Polynomials and other a*b + c steps go through
+``_mul_add`` (llvm.fmuladd): one FMA instruction on CPUs that have FMA, a mul and an add on
+those that don't; ULP_BUDGET holds either way. Steps whose exactness depends on a separate
+rounding of the product (Dekker products, Fast2Sum error terms) are plain mul and add.
 
 Conventions:
 - Every function takes and returns np.float32; every literal is an np.float32 or np.int32
@@ -14,13 +16,17 @@ Conventions:
   govern the code: call these from kernels compiled with ``error_model="numpy"`` (the
   "python" model adds a zero check to every division, which blocks vectorisation) and with
   no fastmath flags beyond "contract": "nnan"/"ninf"/"fast" delete the NaN and infinity
-  selects, "reassoc" breaks the exact range reductions.
+  selects, "reassoc" breaks the exact range reductions. ``_mul_add`` fuses whatever the
+  caller's flags, so kernels need no "contract" to get FMA here.
 - Edge cases follow C's std:: float functions (what TFLite's reference kernels call); each
   docstring lists them. Subnormal inputs and outputs are handled, never flushed.
 - ULP_BUDGET is the published worst-case error in ulps against a float64 reference, measured
-  by ``ulp_error``; tests/test_mathf32.py enforces it and perf/math_accuracy.py publishes
-  the measured numbers.
+  by ``ulp_error``, for the fused and the unfused form of ``_mul_add`` (see
+  ``unfused_mul_add``); tests/test_mathf32.py enforces it and perf/math_accuracy.py
+  publishes the measured numbers.
 """
+import contextlib
+
 import numba
 import numpy as np
 from llvmlite import ir
@@ -82,6 +88,41 @@ def _llvm_sqrt(typingctx, x):
     return types.float32(types.float32), codegen
 
 
+_FUSE_MUL_ADD = True
+
+
+@intrinsic
+def _mul_add(typingctx, a, b, c):
+    """a*b + c as llvm.fmuladd.f32: LLVM emits one FMA (vfmadd) where the target CPU has it
+    and a separate mul and add where it doesn't, never a libm fmaf call. Whether it fuses
+    depends on the CPU, not on the caller's fastmath flags, so use it only where both
+    roundings are acceptable. float32 arguments only (nothing is promoted)."""
+    if not all(arg == types.float32 for arg in (a, b, c)):
+        return None
+
+    def codegen(context, builder, signature, args):
+        if not _FUSE_MUL_ADD:
+            return builder.fadd(builder.fmul(args[0], args[1]), args[2])
+        f32 = ir.FloatType()
+        fn = builder.module.declare_intrinsic("llvm.fmuladd", [f32],
+                                              ir.FunctionType(f32, [f32, f32, f32]))
+        return builder.call(fn, args)
+
+    return types.float32(types.float32, types.float32, types.float32), codegen
+
+
+@contextlib.contextmanager
+def unfused_mul_add():
+    """Functions *compiled* inside this block lower ``_mul_add`` as a plain mul and add,
+    i.e. what a CPU without FMA computes (numba compiles on the first call: call, or
+    ``.compile()``, inside the block). For the accuracy checks only; not thread-safe."""
+    global _FUSE_MUL_ADD
+    saved, _FUSE_MUL_ADD = _FUSE_MUL_ADD, False
+    try:
+        yield
+    finally:
+        _FUSE_MUL_ADD = saved
+
 
 _jit = numba.njit(inline="always", error_model="numpy", fastmath=False)
 
@@ -129,11 +170,16 @@ def _exp_parts(hi, lo):
     """
     hi = _EXP_X_MAX if hi > _EXP_X_MAX else hi
     hi = _EXP_X_MIN if hi < _EXP_X_MIN else hi
-    t = hi * _LOG2E + _ROUND_MAGIC
+    t = _mul_add(hi, _LOG2E, _ROUND_MAGIC)     # fused or not: n is an integer near hi/ln2
     n = t - _ROUND_MAGIC
-    r = ((hi - n * _LN2_HI) - n * _LN2_LO) + lo
-    p = ((((_EXP_P0 * r + _EXP_P1) * r + _EXP_P2) * r + _EXP_P3) * r + _EXP_P4) * r + _EXP_P5
-    p = p * (r * r) + r + _ONE
+    # n * _LN2_HI is exact, so the first step rounds once fused or not: same result.
+    r = _mul_add(n, -_LN2_LO, _mul_add(n, -_LN2_HI, hi)) + lo
+    p = _mul_add(r, _EXP_P0, _EXP_P1)
+    p = _mul_add(p, r, _EXP_P2)
+    p = _mul_add(p, r, _EXP_P3)
+    p = _mul_add(p, r, _EXP_P4)
+    p = _mul_add(p, r, _EXP_P5)
+    p = _mul_add(p, r * r, r) + _ONE
     k = as_int32(t) - _ROUND_MAGIC_BITS
     k1 = k >> 1
     scale1 = as_float32(_I((k1 + 127) << 23))
@@ -183,10 +229,19 @@ def log_f32(x):
     e, m = _log_reduce(x)
     f = m - _ONE
     z = f * f
-    y = ((((((((_LOG_P0 * f + _LOG_P1) * f + _LOG_P2) * f + _LOG_P3) * f + _LOG_P4) * f
-             + _LOG_P5) * f + _LOG_P6) * f + _LOG_P7) * f + _LOG_P8) * f * z
-    y = (y + e * _LN2_LO) - _HALF * z
-    r = (f + y) + e * _LN2_HI
+    y = _mul_add(f, _LOG_P0, _LOG_P1)
+    y = _mul_add(y, f, _LOG_P2)
+    y = _mul_add(y, f, _LOG_P3)
+    y = _mul_add(y, f, _LOG_P4)
+    y = _mul_add(y, f, _LOG_P5)
+    y = _mul_add(y, f, _LOG_P6)
+    y = _mul_add(y, f, _LOG_P7)
+    y = _mul_add(y, f, _LOG_P8)
+    y = y * f * z
+    # _HALF * z and e * _LN2_HI (|e| <= 150 times 9 bits) are exact: fusing them changes
+    # nothing.
+    y = _mul_add(-_HALF, z, _mul_add(e, _LN2_LO, y))
+    r = _mul_add(e, _LN2_HI, f + y)
     r = -_INF if x == _ZERO else r
     r = _NAN if x < _ZERO else r
     return x if not x < _INF else r
@@ -207,8 +262,11 @@ def tanh_f32(x):
     branches are computed on |x| and selected, then the sign bit of x is applied."""
     ax = abs(x)
     z = ax * ax
-    small = ((((_TANH_P0 * z + _TANH_P1) * z + _TANH_P2) * z + _TANH_P3) * z
-             + _TANH_P4) * z * ax + ax
+    p = _mul_add(z, _TANH_P0, _TANH_P1)
+    p = _mul_add(p, z, _TANH_P2)
+    p = _mul_add(p, z, _TANH_P3)
+    p = _mul_add(p, z, _TANH_P4)
+    small = _mul_add(p * z, ax, ax)
     big = _ONE - _TWO / (_exp_parts(ax + ax, _F(-0.0)) + _ONE)
     v = small if ax < _TANH_SPLIT else big
     return -v if as_int32(x) < 0 else v
@@ -254,12 +312,23 @@ _ERF_R9 = _F(3.488988e-4)
 def erf_f32(x):
     """Error function. erf(+-inf) = +-1, erf(-0) = -0, erf(NaN) = NaN."""
     z = x * x
-    q = ((((_ERF_Q0 * z + _ERF_Q1) * z + _ERF_Q2) * z + _ERF_Q3) * z + _ERF_Q4) * z + _ERF_Q5
-    small = x + x * q
+    q = _mul_add(z, _ERF_Q0, _ERF_Q1)
+    q = _mul_add(q, z, _ERF_Q2)
+    q = _mul_add(q, z, _ERF_Q3)
+    q = _mul_add(q, z, _ERF_Q4)
+    q = _mul_add(q, z, _ERF_Q5)
+    small = _mul_add(x, q, x)
     t = abs(x)
     t = _ERF_T_MAX if t > _ERF_T_MAX else t
-    r = ((((((((_ERF_R0 * t + _ERF_R1) * t + _ERF_R2) * t + _ERF_R3) * t + _ERF_R4) * t
-             + _ERF_R5) * t + _ERF_R6) * t + _ERF_R7) * t + _ERF_R8) * t + _ERF_R9
+    r = _mul_add(t, _ERF_R0, _ERF_R1)
+    r = _mul_add(r, t, _ERF_R2)
+    r = _mul_add(r, t, _ERF_R3)
+    r = _mul_add(r, t, _ERF_R4)
+    r = _mul_add(r, t, _ERF_R5)
+    r = _mul_add(r, t, _ERF_R6)
+    r = _mul_add(r, t, _ERF_R7)
+    r = _mul_add(r, t, _ERF_R8)
+    r = _mul_add(r, t, _ERF_R9)
     big = _ONE - _exp_parts(r, _F(-0.0))
     big = big if x > _ZERO else -big
     return small if t < _ERF_SPLIT else big
@@ -294,10 +363,12 @@ def _sin_cos_reduce(x):
 
     The first two steps are exact (Sterbenz). A later step s' = s - n*piece may round only
     when |s'| is large compared with n*piece, and then (s - s') - n*piece is its exact
-    rounding error (Fast2Sum; the term is 0 when the step was exact).
+    rounding error (Fast2Sum; the term is 0 when the step was exact). Every n*piece is
+    exact for n < 2**16, so _mul_add gives the same s fused or not; the Fast2Sum steps keep
+    the product p as a value of its own, as their error term needs it.
     """
     n = np.rint(x * _TWO_OVER_PI)
-    s = (x - n * _PIO2_1) - n * _PIO2_2
+    s = _mul_add(n, -_PIO2_2, _mul_add(n, -_PIO2_1, x))
     p = n * _PIO2_3
     s3 = s - p
     err = (s - s3) - p
@@ -317,13 +388,18 @@ def _sin_cos_reduce(x):
 @_jit
 def _sin_poly(r, r_lo):
     z = r * r
-    return r + (((_SIN_S0 * z + _SIN_S1) * z + _SIN_S2) * z * r + r_lo)
+    p = _mul_add(z, _SIN_S0, _SIN_S1)
+    p = _mul_add(p, z, _SIN_S2)
+    return r + _mul_add(p * z, r, r_lo)
 
 
 @_jit
 def _cos_poly(r, r_lo):
     z = r * r
-    return _ONE - (_HALF * z - (((_COS_C0 * z + _COS_C1) * z + _COS_C2) * z * z - r * r_lo))
+    p = _mul_add(z, _COS_C0, _COS_C1)
+    p = _mul_add(p, z, _COS_C2)
+    w = _mul_add(p * z, z, -(r * r_lo))      # r**4 * C(r**2) - r * r_lo
+    return _ONE - (_HALF * z - w)
 
 
 @_jit
@@ -343,7 +419,7 @@ def _sin_cos_reduce_abs(x):
     f_hi = np.float32(fraction)
     f_lo = np.float32(fraction - np.int64(f_hi))
     p, e = _two_prod(f_hi, PI_OVER_2_FIXED_HI)
-    e = e + (f_hi * PI_OVER_2_FIXED_LO + f_lo * PI_OVER_2_FIXED_HI)
+    e = e + _mul_add(f_lo, PI_OVER_2_FIXED_HI, f_hi * PI_OVER_2_FIXED_LO)
     big_hi = p + e
     big_lo = e - (big_hi - p)
     if ax >= SIN_COS_LARGE:
@@ -352,21 +428,54 @@ def _sin_cos_reduce_abs(x):
 
 
 @_jit
+def _sin_of(x, r, r_lo, q):
+    v = _cos_poly(r, r_lo) if (q == _ONE) or (q == _F(3.0)) else _sin_poly(r, r_lo)
+    return _clamp_unit(-v if (q >= _TWO) != (as_int32(x) < 0) else v)
+
+
+@_jit
+def _cos_of(r, r_lo, q):
+    v = _sin_poly(r, r_lo) if (q == _ONE) or (q == _F(3.0)) else _cos_poly(r, r_lo)
+    return _clamp_unit(-v if (q == _ONE) or (q == _TWO) else v)
+
+
+@_jit
 def sin_f32(x):
     """Sine. sin(+-inf) = NaN, sin(NaN) = NaN, sin(-0) = -0. Within ULP_BUDGET."""
     r, r_lo, q = _sin_cos_reduce_abs(x)     # sin is odd: reduce |x|, apply the sign last
-    odd = (q == _ONE) or (q == _F(3.0))
-    v = _cos_poly(r, r_lo) if odd else _sin_poly(r, r_lo)
-    return _clamp_unit(-v if (q >= _TWO) != (as_int32(x) < 0) else v)
+    return _sin_of(x, r, r_lo, q)
 
 
 @_jit
 def cos_f32(x):
     """Cosine. cos(+-inf) = NaN, cos(NaN) = NaN. Within ULP_BUDGET."""
     r, r_lo, q = _sin_cos_reduce_abs(x)
-    odd = (q == _ONE) or (q == _F(3.0))
-    v = _sin_poly(r, r_lo) if odd else _cos_poly(r, r_lo)
-    return _clamp_unit(-v if (q == _ONE) or (q == _TWO) else v)
+    return _cos_of(r, r_lo, q)
+
+
+# A kernel's fast loop (render.FastPath) runs sin/cos without the large-argument reduction,
+# which costs 4x the rest of sin_f32 even when no argument needs it, and counts the arguments
+# that would: any such count makes the kernel run its exact loop, with sin_f32/cos_f32.
+@_jit
+def far_angle(x):
+    """1 where sin_near_f32/cos_near_f32 may differ from sin_f32/cos_f32 (finite |x| >= 2**16),
+    else 0; +-inf and NaN give NaN either way."""
+    ax = abs(x)
+    return _I(1) if ax >= SIN_COS_LARGE and ax < _INF else _I(0)
+
+
+@_jit
+def sin_near_f32(x):
+    """sin_f32(x), bit for bit, where far_angle(x) is 0."""
+    r, r_lo, q = _sin_cos_reduce(abs(x))
+    return _sin_of(x, r, r_lo, q)
+
+
+@_jit
+def cos_near_f32(x):
+    """cos_f32(x), bit for bit, where far_angle(x) is 0."""
+    r, r_lo, q = _sin_cos_reduce(abs(x))
+    return _cos_of(r, r_lo, q)
 
 
 # pow: |x|**y = exp(y * log|x|) with log|x| and the product carried as float32 pairs
@@ -422,12 +531,12 @@ def _log_parts(a):
     u_lo = m - (u - c)                      # Fast2Sum: u + u_lo = m + c exactly
     s = f / u
     p, p_err = _two_prod(s, u)
-    s_lo = (((f - p) - p_err) - s * u_lo) / u
+    s_lo = _mul_add(-s, u_lo, (f - p) - p_err) / u
     z = s * s
-    tail = s * z * ((_ATANH_A0 * z + _ATANH_A1) * z + _ATANH_A2)
-    big = e * _LN2_HI + logc_hi             # exact; 0 or larger than |2s| (Fast2Sum below)
+    tail = s * z * _mul_add(_mul_add(z, _ATANH_A0, _ATANH_A1), z, _ATANH_A2)
+    big = _mul_add(e, _LN2_HI, logc_hi)     # exact (fused or not); 0 or > |2s| (Fast2Sum)
     hi = big + (s + s)
-    lo = ((s + s) - (hi - big)) + ((e * _LN2_LO + logc_lo) + (s_lo + s_lo + tail))
+    lo = ((s + s) - (hi - big)) + (_mul_add(e, _LN2_LO, logc_lo) + (s_lo + s_lo + tail))
     top = hi + lo                           # renormalise so lo < 1 ulp of hi
     return top, lo - (top - hi)
 
@@ -446,7 +555,7 @@ def pow_f32(x, y):
     a = abs(x)
     l_hi, l_lo = _log_parts(a)
     t_hi, t_err = _two_prod(y, l_hi)
-    r = _exp_parts(t_hi, t_err + y * l_lo)
+    r = _exp_parts(t_hi, _mul_add(y, l_lo, t_err))
     big = not abs(t_hi) < _POW_T_BIG or a == _ZERO or a == _INF
     grows = (a > _ONE) == (y > _ZERO)
     r = (_INF if grows else _ZERO) if big else r
@@ -465,3 +574,4 @@ def sqrt_f32(x):
     """Correctly rounded square root through the llvm.sqrt intrinsic, never libm.
     sqrt(-0) = -0, sqrt(x < 0) = NaN, sqrt(inf) = inf, sqrt(NaN) = NaN."""
     return _llvm_sqrt(x)
+

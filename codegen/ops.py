@@ -52,13 +52,32 @@ class OpSpec:
     discontinuous: bool = False       # a tiny input change can change the output a lot
     cost: int = 1                     # per element, in units of one float add
     dtypes: tuple[str, ...] = ("float32",)
+    # An inf or NaN operand always gives an inf or NaN result (before any fused activation).
+    propagates_nonfinite: bool = False
+    # A cheaper expression, the same as `expr` while `guard` (over {a}) is 0; see render.FastPath.
+    fast_expr: str | None = None
+    guard: str | None = None
 
-    def render(self, args: list[str], params: dict) -> str:
+    def clamps_overflow_only(self, params: dict) -> bool:
+        """The fused activation only turns +-inf into +-FLT_MAX (NONE and the other activations
+        the float kernels treat as no clamp), so a finite result passes it unchanged."""
+        return self.fused_activation and ACTIVATIONS[params.get("activation", 0)][1] == -FLT_MAX
+
+    def propagates(self, params: dict, fast: bool) -> bool:
+        """An inf or NaN operand gives an inf or NaN result, fused activation included: with
+        the overflow clamp left out (`fast`) or no activation at all."""
+        return self.propagates_nonfinite and (
+            not self.fused_activation or (fast and self.clamps_overflow_only(params)))
+
+    def render(self, args: list[str], params: dict, fast: bool = False) -> str:
+        """The op over its operands' expressions; `fast`: the fast loop's form (fast_expr, and
+        no clamp to +-FLT_MAX)."""
         from .render import literal
         values = {name: literal(value) if isinstance(value, float) else repr(value)
                   for name, value in params.items() if name in self.params}
-        expr = self.expr.format(**dict(zip("ab", args)), **values)
-        if self.fused_activation:
+        template = self.fast_expr if fast and self.fast_expr else self.expr
+        expr = template.format(**dict(zip("ab", args)), **values)
+        if self.fused_activation and not (fast and self.clamps_overflow_only(params)):
             _, lo, hi = ACTIVATIONS[params.get("activation", 0)]
             expr = f"clamp({expr}, {literal(lo)}, {literal(hi)})"
         return expr
@@ -74,26 +93,31 @@ _T = Tolerance
 
 # reference: the op in float64 numpy, (a, b, params) -> array, before any fused activation.
 OPS: dict[str, OpSpec] = {spec.name: spec for spec in (
-    OpSpec("ADD", 0, 2, "{a} + {b}", lambda a, b, p: a + b, fused_activation=True),
-    OpSpec("SUB", 41, 2, "{a} - {b}", lambda a, b, p: a - b, fused_activation=True),
-    OpSpec("MUL", 18, 2, "{a} * {b}", lambda a, b, p: a * b, fused_activation=True),
+    OpSpec("ADD", 0, 2, "{a} + {b}", lambda a, b, p: a + b, fused_activation=True,
+           propagates_nonfinite=True),
+    OpSpec("SUB", 41, 2, "{a} - {b}", lambda a, b, p: a - b, fused_activation=True,
+           propagates_nonfinite=True),
+    OpSpec("MUL", 18, 2, "{a} * {b}", lambda a, b, p: a * b, fused_activation=True,
+           propagates_nonfinite=True),
     OpSpec("DIV", 42, 2, "{a} / {b}", lambda a, b, p: a / b, fused_activation=True),
     OpSpec("SQUARED_DIFFERENCE", 99, 2, "({a} - {b}) * ({a} - {b})",
-           lambda a, b, p: (a - b) ** 2),
+           lambda a, b, p: (a - b) ** 2, propagates_nonfinite=True),
     OpSpec("MAXIMUM", 55, 2, "maximum({a}, {b})", lambda a, b, p: _where(a > b, a, b)),
     OpSpec("MINIMUM", 57, 2, "minimum({a}, {b})", lambda a, b, p: _where(a < b, a, b)),
     OpSpec("POW", 78, 2, "pow_tflite({a}, {b}, {integer_exponent})",
            lambda a, b, p: np.power(a, float(p["integer_exponent"]) or b), _T(ulp=8),
            params=("integer_exponent",), cost=30),
-    OpSpec("NEG", 59, 1, "-{a}", lambda a, b, p: -a),
-    OpSpec("ABS", 101, 1, "np.abs({a})", lambda a, b, p: np.abs(a)),
-    OpSpec("SQUARE", 92, 1, "{a} * {a}", lambda a, b, p: a * a),
+    OpSpec("NEG", 59, 1, "-{a}", lambda a, b, p: -a, propagates_nonfinite=True),
+    OpSpec("ABS", 101, 1, "np.abs({a})", lambda a, b, p: np.abs(a), propagates_nonfinite=True),
+    OpSpec("SQUARE", 92, 1, "{a} * {a}", lambda a, b, p: a * a, propagates_nonfinite=True),
     OpSpec("SQRT", 75, 1, "sqrt_f32({a})", lambda a, b, p: np.sqrt(a), cost=4),
     OpSpec("RSQRT", 76, 1, "rsqrt({a})", lambda a, b, p: 1.0 / np.sqrt(a), cost=5),
     OpSpec("EXP", 47, 1, "exp_f32({a})", lambda a, b, p: np.exp(a), _T(ulp=2), cost=12),
     OpSpec("LOG", 73, 1, "log_f32({a})", lambda a, b, p: np.log(a), _T(ulp=2), cost=12),
-    OpSpec("SIN", 66, 1, "sin_f32({a})", lambda a, b, p: np.sin(a), _T(ulp=2), cost=15),
-    OpSpec("COS", 108, 1, "cos_f32({a})", lambda a, b, p: np.cos(a), _T(ulp=2), cost=15),
+    OpSpec("SIN", 66, 1, "sin_f32({a})", lambda a, b, p: np.sin(a), _T(ulp=2), cost=15,
+           fast_expr="sin_near_f32({a})", guard="far_angle({a})"),
+    OpSpec("COS", 108, 1, "cos_f32({a})", lambda a, b, p: np.cos(a), _T(ulp=2), cost=15,
+           fast_expr="cos_near_f32({a})", guard="far_angle({a})"),
     OpSpec("TANH", 28, 1, "tanh_eigen({a})", lambda a, b, p: np.tanh(a), cost=15),
     OpSpec("LOGISTIC", 14, 1, "logistic_eigen({a})", lambda a, b, p: 1.0 / (1.0 + np.exp(-a)),
            _T(ulp=8), cost=15),
@@ -128,9 +152,10 @@ HELPER_MODULES: dict[str, str] = {
     **{name: "codegen.scalar" for name in (
         "clamp", "maximum", "minimum", "relu", "relu6", "relu_n1_to_1", "relu_0_to_1",
         "leaky_relu", "prelu", "hard_swish", "elu", "sign", "round_half_even", "rsqrt",
-        "pow_tflite", "tanh_eigen", "logistic_eigen", "gelu")},
+        "pow_tflite", "tanh_eigen", "logistic_eigen", "gelu", "nonfinite")},
     **{name: "codegen.mathf32" for name in (
-        "exp_f32", "log_f32", "sin_f32", "cos_f32", "sqrt_f32")},
+        "exp_f32", "log_f32", "sin_f32", "cos_f32", "sin_near_f32", "cos_near_f32", "far_angle",
+        "sqrt_f32")},
 }
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import keyword
 import math
 import re
+import textwrap
 from dataclasses import dataclass
 
 import numpy as np
@@ -23,7 +24,7 @@ LINE_LIMIT = 100
 #: Below this many elements a kernel runs on one thread: waking threads costs more.
 PARALLEL_MIN_ELEMENTS = 1 << 16
 RESERVED = {"np", "carray", "cfunc", "njit", "prange", "context", "node", "tensors", "range",
-            "FLT_MAX", "NAN", "INF", *HELPER_MODULES}
+            "misses", "FLT_MAX", "NAN", "INF", *HELPER_MODULES}
 
 
 @dataclass(frozen=True)
@@ -107,11 +108,6 @@ def identifiers(ir: KernelIR) -> dict[int, str]:
     return names
 
 
-def render_expr(op, args: list[str]) -> str:
-    """One op as a numba expression over its operands' expressions."""
-    return OPS[op.op].render(args, dict(op.params))
-
-
 def header(ir: KernelIR, names: dict[int, str], nest: LoopNest, threads: int) -> list[str]:
     shape = list(ir.iteration_shape)
     source = f", generated from {ir.model}" if ir.model else ""
@@ -138,20 +134,82 @@ def render_kernel(ir: KernelIR, layout: TensorTableLayout) -> str:
     names = identifiers(ir)
     memory = list(ir.inputs) + [t for t in ir.outputs if t not in ir.inputs]
     nest = collapse(ir.iteration_shape, {t: ir.value(t).shape for t in memory})
-    body = loop_body(ir, names, nest)
     threads = parallel_threads(ir.threads, nest)
-    inner = INDENT * len(nest.sizes)
+    fast = FastPath.of(ir)
+    exact = loop_nest(nest, threads, loop_body(ir, names, nest))
+    if fast.pays:
+        lines = [*fast.comment(), "misses = np.int32(0)",
+                 *loop_nest(nest, threads, loop_body(ir, names, nest, fast)),
+                 "if misses == 0:", INDENT + "return", *EXACT_LOOP_COMMENT, *exact]
+    else:
+        lines = exact
     parallel = ", parallel=True" if threads > 1 else ""
     signature = "void(" + ", ".join(array_type(len(nest.view_shape(t))) for t in memory) + ")"
+    set_threads = [f"set_num_threads({threads})"] if threads > 1 else []
     kernel = [f"@njit('{signature}',",
               f"      error_model='numpy', nogil=True, cache=True{parallel})",
               *wrap_call(f"def {ir.name}(", [names[t] for t in memory], "):"),
-              *(INDENT + line for line in loop_lines(nest, threads)),
-              *(INDENT + inner + line for line in body)]
+              *(INDENT + line for line in set_threads + lines)]
     lines = header(ir, names, nest, threads) + [
-        "", *module_imports(body, threads > 1), "", *kernel, "", "",
+        "", *module_imports(lines, threads > 1), "", *kernel, "", "",
         *entry_point(ir, names, nest, memory, layout), ""]
     return "\n".join(lines)
+
+
+EXACT_LOOP_COMMENT = ["# Exact loop, as LiteRT computes it."]
+
+
+@dataclass(frozen=True)
+class FastPath:
+    """A second, cheaper loop for a kernel, exact unless `misses` says otherwise.
+
+    TFLite's float kernels clamp every ADD/SUB/MUL/DIV result to +-FLT_MAX, which only changes
+    +-inf. The fast loop leaves those clamps out, so it differs from the exact loop only if an
+    unclamped value is +-inf. Such a value stays inf or NaN through ops that propagate it
+    (ADD, SUB, MUL, NEG, ...), so the fast loop checks the values where that propagation ends:
+    partition outputs and operands of any other op. It also runs ops with a `fast_expr` (sin,
+    cos) and counts their `guard`. No miss: the fast loop's results are the exact ones, bit for
+    bit; any miss: the kernel runs the exact loop over everything.
+    """
+    dropped: int                       # clamps left out
+    checked: tuple[int, ...]           # tensors counted by nonfinite()
+    guarded: tuple[int, ...]           # nodes run with their fast_expr
+
+    @classmethod
+    def of(cls, ir: KernelIR) -> "FastPath":
+        consumers: dict[int, list] = {}
+        for op in ir.ops:
+            for t in set(op.inputs):
+                consumers.setdefault(t, []).append(op)
+        dropped, unclamped = 0, set()
+        for op in ir.ops:
+            params = dict(op.params)
+            if op.spec.clamps_overflow_only(params):
+                dropped += 1
+                unclamped.add(op.output)
+            elif op.spec.propagates(params, fast=True) and unclamped & set(op.inputs):
+                unclamped.add(op.output)
+        checked = tuple(t for t in sorted(unclamped) if t in ir.outputs or any(
+            not c.spec.propagates(dict(c.params), fast=True) for c in consumers.get(t, ())))
+        guarded = tuple(op.node for op in ir.ops if op.spec.guard)
+        return cls(dropped, checked, guarded)
+
+    def comment(self) -> list[str]:
+        """What the fast loop leaves out and counts, as a comment above it."""
+        skipped = ["the clamps to +-FLT_MAX"] if self.dropped else []
+        counted = ["inf/NaN values"] if self.checked else []
+        if self.guarded:
+            skipped.append("sin/cos's large-angle reduction")
+            counted.append("angles of 2**16 or more")
+        text = (f"Fast loop, without {' and '.join(skipped)}. `misses` counts the "
+                f"{' and '.join(counted)} for which it could differ from LiteRT; any miss and "
+                "the exact loop runs instead.")
+        return ["# " + line for line in textwrap.wrap(text, LINE_LIMIT - 2 - len(INDENT))]
+
+    @property
+    def pays(self) -> bool:
+        """Checks cost about what clamps do; guarded ops save far more than their guard."""
+        return bool(self.guarded) or self.dropped > len(self.checked)
 
 
 def array_type(ndim: int) -> str:
@@ -166,13 +224,14 @@ def parallel_threads(requested: int, nest: LoopNest) -> int:
     return min(requested, nest.sizes[0])
 
 
-def loop_lines(nest: LoopNest, threads: int) -> list[str]:
-    """The loop headers; with threads, the outer loop is a prange over that many threads."""
-    lines = [f"set_num_threads({threads})"] if threads > 1 else []
+def loop_nest(nest: LoopNest, threads: int, body: list[str]) -> list[str]:
+    """The loop headers around `body`; with threads, the outer loop is a prange."""
+    lines = []
     for d, n in enumerate(nest.sizes):
         loop = "prange" if threads > 1 and d == 0 else "range"
         lines.append(f"{INDENT * d}for i{d} in {loop}({n}):")
-    return lines
+    inner = INDENT * len(nest.sizes)
+    return lines + [inner + line for line in body]
 
 
 def wrap_call(opening: str, args: list[str], closing: str, indent: str = "") -> list[str]:
@@ -187,22 +246,35 @@ def wrap_call(opening: str, args: list[str], closing: str, indent: str = "") -> 
     return lines + [line if args else indent + opening + closing]
 
 
-def loop_body(ir: KernelIR, names: dict[int, str], nest: LoopNest) -> list[str]:
+def loop_body(ir: KernelIR, names: dict[int, str], nest: LoopNest,
+              fast: FastPath | None = None) -> list[str]:
     """One statement per op, into a temporary named after its output tensor, or straight into
-    the output array when the tensor is a partition output (later uses read it back)."""
+    the output array when the tensor is a partition output (later uses read it back). With
+    `fast`, the fast loop's forms and its `misses` counts."""
     exprs = {}
     for value in ir.values:
         if value.literal is not None:
             exprs[value.tensor] = literal(value.literal)
     for t in ir.inputs:
         exprs[t] = f"{names[t]}[{nest.index(t)}]"
-    lines = []
+    lines, misses = [], []
     for op in ir.ops:
         target = names[op.output]
         if op.output in ir.outputs:
             target = f"{target}[{nest.index(op.output)}]"
-        lines.append(f"{target} = {render_expr(op, [exprs[t] for t in op.inputs])}")
+        args = [exprs[t] for t in op.inputs]
+        if fast and op.node in fast.guarded:
+            misses.append(op.spec.guard.format(a=args[0]))
+        lines.append(f"{target} = {OPS[op.op].render(args, dict(op.params), fast is not None)}")
+        if fast and op.output in fast.checked:
+            misses.append(f"nonfinite({target})")
         exprs[op.output] = target
+    if misses:
+        # An int32 max-reduction of one max per element: what LLVM vectorises at full width.
+        if len(misses) == 1:
+            lines += wrap_call("misses = max(", ["misses", *misses], ")")
+        else:
+            lines += wrap_call("misses = max(misses, max(", misses, "))")
     return lines
 
 

@@ -19,6 +19,7 @@ THREE = np.float32(3.0)
 SIX = np.float32(6.0)
 ONE_SIXTH = np.float32(1.0 / 6.0)
 FLT_MAX = np.float32(np.finfo(np.float32).max)
+INF = np.float32(np.inf)
 TANH_CLAMP = np.float32(7.90738964)        # 0x40fd0956, Eigen's non-FMA clamp
 LOGISTIC_CLAMP = np.float32(16.6355324)
 
@@ -28,6 +29,12 @@ def clamp(x, lo, hi):
     """ActivationFunctionWithMinMax: std::min(std::max(x, lo), hi); NaN passes through."""
     y = lo if x < lo else x
     return hi if hi < y else y
+
+
+@_inline
+def nonfinite(x):
+    """1 for +-inf and NaN, else 0: what a kernel's fast loop counts (render.FastPath)."""
+    return np.int32(0) if np.abs(x) < INF else np.int32(1)
 
 
 @_inline

@@ -19,6 +19,7 @@ from __future__ import annotations
 import ctypes
 import functools
 import logging
+import threading
 import traceback
 import weakref
 from ctypes import POINTER, c_int64, c_void_p
@@ -135,6 +136,9 @@ class SimpleDelegate:
 # Weak: the interpreter keeps its delegates alive (interpreter._delegates), we must not.
 _LIVE_DELEGATES: weakref.WeakValueDictionary[int, SimpleDelegate] = weakref.WeakValueDictionary()
 _LIVE_KERNELS: dict[int, tuple[SimpleDelegateKernel, SimpleDelegate]] = {}
+# Interpreters built in several threads may share a delegate, whose Prepare keeps the graph's
+# claims on the delegate object, and kernel init sweeps _LIVE_KERNELS: one at a time.
+_GRAPH_LOCK = threading.RLock()
 
 
 def _slot(address: int) -> ctypes.Array:
@@ -195,7 +199,8 @@ def _delegate_prepare(context: Context, delegate_pointer) -> int:
     delegate = _delegate_at(delegate_pointer)
     if delegate is None:
         raise RuntimeError("delegate object is gone (was it garbage-collected?)")
-    delegate._prepare(context)
+    with _GRAPH_LOCK:
+        delegate._prepare(context)
     return abi.kTfLiteOk
 
 
@@ -210,15 +215,16 @@ def _kernel_init(context: Context, buffer, length) -> int:
     delegate = _delegate_at(params.delegate)
     if delegate is None:
         raise RuntimeError("kernel init for a delegate object that is gone")
-    sweep_freed_kernels()
-    kernel = delegate.create_kernel()
-    nodes = [context.node(i) for i in abi.int_array(params.nodes_to_replace)]
-    kernel.init(context, nodes, abi.int_array(params.input_tensors),
-                abi.int_array(params.output_tensors))
-    address = abi.malloc(native.SLOT_BYTES)
-    _slot(address)[:] = [0, 0]
-    _LIVE_KERNELS[address] = (kernel, delegate)
-    return address
+    with _GRAPH_LOCK:
+        sweep_freed_kernels()
+        kernel = delegate.create_kernel()
+        nodes = [context.node(i) for i in abi.int_array(params.nodes_to_replace)]
+        kernel.init(context, nodes, abi.int_array(params.input_tensors),
+                    abi.int_array(params.output_tensors))
+        address = abi.malloc(native.SLOT_BYTES)
+        _slot(address)[:] = [0, 0]
+        _LIVE_KERNELS[address] = (kernel, delegate)
+        return address
 
 
 @_guarded("kernel prepare", abi.kTfLiteError, delegate_of=_delegate_of_node)

@@ -3,12 +3,14 @@
     python perf/math_accuracy.py [--exhaustive]
 
 For every function: max ulp error (and the input where it occurs) and mean ulp error against
-a float64 reference (glibc's double functions, through numba), the max ulp error again when
-the calling loop is compiled with fastmath={"contract"} (FMA), and ns/element on 1M float32
-elements (1 thread, median of repeated runs) next to the same loop calling numba's np.<fn>,
-math.erf or np.power on float32 (libm). Inputs: a log-uniform sample over all float32 plus
-a uniform sample of the active range; --exhaustive takes every float32 bit pattern instead
-(unary functions; pow stays sampled). Writes perf/math_accuracy.md and prints the table.
+a float64 reference (glibc's double functions, through numba), the max ulp error again with
+mathf32._mul_add compiled unfused (a mul and an add: what a CPU without FMA computes) and
+with the calling loop compiled with fastmath={"contract"} (FMA wherever LLVM can), and
+ns/element on 1M float32 elements (1 thread, median of repeated runs), _mul_add fused and
+unfused, next to the same loop calling numba's np.<fn>, math.erf or np.power on float32
+(libm). Inputs: a log-uniform sample over all float32 plus a uniform sample of the active
+range; --exhaustive takes every float32 bit pattern instead (unary functions; pow stays
+sampled). Writes perf/math_accuracy.md and prints the table.
 """
 import argparse
 import datetime
@@ -92,7 +94,16 @@ def _jitted(fn):
     return numba.njit(inline="always", error_model="numpy")(fn)
 
 
-def unary_loop(fn, fastmath=False, to_float64=False):
+def unfused(loop, n_arrays):
+    """`loop` compiled now, for contiguous float32 arrays, with mathf32._mul_add as a
+    separate mul and add; no other specialisation may be compiled later (it would fuse)."""
+    with M.unfused_mul_add():
+        loop.compile((numba.float32[::1],) * n_arrays)
+    loop.disable_compile()
+    return loop
+
+
+def unary_loop(fn, fastmath=False, to_float64=False, fused=True):
     """njit loop out[i] = fn(x[i]) over float32 x (cast to float64 for references)."""
     kernel = _jitted(fn)
     if to_float64:
@@ -105,10 +116,10 @@ def unary_loop(fn, fastmath=False, to_float64=False):
         def loop(x, out):
             for i in range(x.size):
                 out[i] = kernel(x[i])
-    return loop
+    return loop if fused else unfused(loop, 2)
 
 
-def binary_loop(fn, fastmath=False, to_float64=False):
+def binary_loop(fn, fastmath=False, to_float64=False, fused=True):
     kernel = _jitted(fn)
     if to_float64:
         @numba.njit(error_model="numpy")
@@ -120,7 +131,7 @@ def binary_loop(fn, fastmath=False, to_float64=False):
         def loop(x, y, out):
             for i in range(x.size):
                 out[i] = kernel(x[i], y[i])
-    return loop
+    return loop if fused else unfused(loop, 3)
 
 
 def _pow64(x, y):
@@ -188,26 +199,29 @@ def pow_inputs():
 
 
 def accuracy(name, exhaustive):
-    """(stats with default flags, stats with the caller compiled with contract)."""
-    plain, contract = Stats(), Stats()
+    """Stats with default flags, with _mul_add unfused, and with the caller compiled with
+    contract."""
+    stats = {"plain": Stats(), "unfused": Stats(), "contract": Stats()}
     fn = getattr(M, name)
     if name == "pow_f32":
-        ours, fused = binary_loop(fn), binary_loop(fn, fastmath={"contract"})
+        loops = {"plain": binary_loop(fn), "unfused": binary_loop(fn, fused=False),
+                 "contract": binary_loop(fn, fastmath={"contract"})}
         ref = binary_loop(_pow64, to_float64=True)
         for x, y in pow_inputs():
             want = run(ref, x, y, dtype=np.float64)
-            plain.add(M.ulp_error(run(ours, x, y), want), x, y)
-            contract.add(M.ulp_error(run(fused, x, y), want), x, y)
-        return plain, contract
-    ours, fused = unary_loop(fn), unary_loop(fn, fastmath={"contract"})
+            for kind, loop in loops.items():
+                stats[kind].add(M.ulp_error(run(loop, x, y), want), x, y)
+        return stats
+    loops = {"plain": unary_loop(fn), "unfused": unary_loop(fn, fused=False),
+             "contract": unary_loop(fn, fastmath={"contract"})}
     ref = unary_loop(UNARY[name][0], to_float64=True)
     for x in unary_inputs(name, exhaustive):
         if name in ("sin_f32", "cos_f32"):
             x = x[~(np.abs(x) > M.SIN_COS_ACCURATE_MAX)]
         want = run(ref, x, dtype=np.float64)
-        plain.add(M.ulp_error(run(ours, x), want), x)
-        contract.add(M.ulp_error(run(fused, x), want), x)
-    return plain, contract
+        for kind, loop in loops.items():
+            stats[kind].add(M.ulp_error(run(loop, x), want), x)
+    return stats
 
 
 def ns_per_element(loop, *args):
@@ -222,16 +236,19 @@ def ns_per_element(loop, *args):
 
 
 def throughput(name):
-    """(ns/element mathf32, ns/element numba libm) on THROUGHPUT_N typical inputs."""
+    """(ns/element mathf32, the same with _mul_add unfused, ns/element numba libm) on
+    THROUGHPUT_N typical inputs."""
     rng = np.random.default_rng(11)
     if name == "pow_f32":
         x = rng.uniform(0.1, 10.0, THROUGHPUT_N).astype(F)
         y = rng.uniform(-10.0, 10.0, THROUGHPUT_N).astype(F)
         return (ns_per_element(binary_loop(M.pow_f32), x, y),
+                ns_per_element(binary_loop(M.pow_f32, fused=False), x, y),
                 ns_per_element(binary_loop(_libm_pow), x, y))
     lo, hi = UNARY[name][3]
     x = rng.uniform(lo, hi, THROUGHPUT_N).astype(F)
     return (ns_per_element(unary_loop(getattr(M, name)), x),
+            ns_per_element(unary_loop(getattr(M, name), fused=False), x),
             ns_per_element(unary_loop(UNARY[name][1]), x))
 
 
@@ -281,22 +298,26 @@ def main():
         f"- date: {datetime.date.today().isoformat()}",
         "- inputs: " + ("every float32 (unary), pow sampled" if args.exhaustive else
                         f"{SAMPLE:,} log-uniform + {SAMPLE:,} active-range per function"),
-        "- ulp: of the float32 binade of the float64 reference; max ulp (contract): same "
-        "inputs, calling loop compiled with fastmath={'contract'}",
+        "- ulp: of the float32 binade of the float64 reference. max ulp, mean ulp, ns/elem: "
+        "as compiled here, _mul_add (llvm.fmuladd) fused to FMA where this CPU has it; "
+        "unfused: _mul_add as a mul and an add (what a CPU without FMA computes); contract: "
+        "calling loop compiled with fastmath={'contract'}, so LLVM may fuse every a*b + c",
         f"- ns/elem: 1 thread, median of {REPEATS} runs over {THROUGHPUT_N:,} elements, "
         "uniform in " + ", ".join(f"{n[:-4]} {UNARY[n][3]}" for n in UNARY)
         + ", pow x (0.1, 10) y (-10, 10); libm: numba's np.<fn> / math.erf / ** on float32",
         "",
-        "| function | budget | max ulp | at | mean ulp | max ulp (contract) "
-        "| ns/elem | ns/elem libm | speed-up |",
-        "|---|---|---|---|---|---|---|---|---|",
+        "| function | budget | max ulp | at | mean ulp | max ulp (unfused) "
+        "| max ulp (contract) | ns/elem | ns/elem (unfused) | ns/elem libm | speed-up |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for name in M.ULP_BUDGET:
-        plain, contract = accuracy(name, args.exhaustive)
-        ours, libm = throughput(name)
+        stats = accuracy(name, args.exhaustive)
+        plain = stats["plain"]
+        ours, ours_unfused, libm = throughput(name)
         lines.append(
             f"| {name} | {M.ULP_BUDGET[name]} | {plain.max:.3f} | {fmt_at(plain.at)} "
-            f"| {plain.total / plain.count:.3f} | {contract.max:.3f} | {ours:.2f} "
+            f"| {plain.total / plain.count:.3f} | {stats['unfused'].max:.3f} "
+            f"| {stats['contract'].max:.3f} | {ours:.2f} | {ours_unfused:.2f} "
             f"| {libm:.2f} | {libm / ours:.1f}x |")
         print(lines[-1], file=sys.stderr, flush=True)
     lines += [

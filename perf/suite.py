@@ -36,7 +36,9 @@ from perf.timing import (MIN_ROUNDS, Samples, copy_bandwidth, interleaved,  # no
 from perf.workloads import TINY, WORKLOADS, Case, Workload  # noqa: E402
 
 DEFAULT, BUILTIN, DELEGATE, BOUND = "litert_default", "litert_builtin", "delegate", "bound"
-METHODS = (DEFAULT, BUILTIN, DELEGATE)
+# The delegate as a user gets it: its cost model leaves partitions it predicts to lose to LiteRT.
+DELEGATE_DEFAULTS = "delegate_defaults"
+METHODS = (DEFAULT, BUILTIN, DELEGATE, DELEGATE_DEFAULTS)
 TINY_ELEMENTS = 32
 
 
@@ -63,20 +65,22 @@ QUICK = dict(sizes=(16 << 10, 256 << 10), rounds=15, batch_seconds=0.001, case_s
 
 def delegate_options(cache_dir: str, threads: int) -> dict:
     """min_speedup=0: the suite measures the fused kernels even where the delegate's own
-    estimate would leave a partition to LiteRT."""
+    estimate would leave a partition to LiteRT (DELEGATE_DEFAULTS shows that estimate's
+    choice)."""
     return dict(cache_dir=cache_dir, num_threads=threads, min_speedup=0.0)
 
 
 RESOLVERS = {DEFAULT: OpResolverType.AUTO,
              BUILTIN: OpResolverType.BUILTIN_WITHOUT_DEFAULT_DELEGATES,
-             DELEGATE: OpResolverType.AUTO}   # XNNPACK takes whatever the delegate leaves
+             DELEGATE: OpResolverType.AUTO,   # XNNPACK takes whatever the delegate leaves
+             DELEGATE_DEFAULTS: OpResolverType.AUTO}
 
 
 def interpreter(model: bytes, method: str, threads: int,
                 delegate: FusionDelegate | None = None) -> Interpreter:
-    """An allocated interpreter for one method (`delegate` is used by DELEGATE only)."""
+    """An allocated interpreter for one method (`delegate` is used by the delegate methods)."""
     it = Interpreter(model_content=model, num_threads=threads,
-                     experimental_delegates=[delegate] if method == DELEGATE else [],
+                     experimental_delegates=[delegate] if delegate is not None else [],
                      experimental_op_resolver_type=RESOLVERS[method])
     it.allocate_tensors()
     return it
@@ -139,6 +143,7 @@ class CaseResult:
     elements: int
     ops: int
     claimed: str                        # the delegate's summary()
+    claimed_by_default: str             # the same with default options
     bytes_moved: int                    # from the partitions' IR
     max_rel_error: dict[str, float]     # vs litert_builtin, over max |builtin|
     times: dict[str, Samples]           # seconds per invoke, one sample per round
@@ -160,17 +165,20 @@ def run_case(case: Case, config: Config, cache_root: str) -> CaseResult:
     cold = timed_delegate_init(case.model, cache_dir, config.threads)[0]
     memory, its[DELEGATE], delegate = timed_delegate_init(case.model, cache_dir, config.threads)
     disk = disk_init(case.model, cache_dir, config.threads)
+    chooser = FusionDelegate(cache_dir=cache_dir, num_threads=config.threads)
+    its[DELEGATE_DEFAULTS] = interpreter(case.model, DELEGATE_DEFAULTS, config.threads, chooser)
     if len(delegate.claims) != case.ops or any(c.reason for c in delegate.claims.values()):
         print(f"warning: {case.workload}: {delegate.summary()}", file=sys.stderr)
     for it in its.values():
         set_inputs(it, case.inputs)
         it.invoke()
     reference = output(its[BUILTIN]).astype(np.float64)
-    errors = {m: relative_error(output(its[m]), reference) for m in (DEFAULT, DELEGATE)}
+    errors = {m: relative_error(output(its[m]), reference) for m in METHODS if m != BUILTIN}
     times = interleaved({m: its[m].invoke for m in METHODS}, config.rounds, config.batch_seconds,
                         config.case_seconds)
     return CaseResult(
         workload=case.workload, elements=case.elements, ops=case.ops, claimed=delegate.summary(),
+        claimed_by_default=chooser.summary(),
         bytes_moved=sum(k.ir.bytes_moved() for k in delegate.kernels.values()),
         max_rel_error=errors, times=times,
         init={DEFAULT: default_init, "cold": cold, "memory": memory, "disk": disk})
@@ -181,10 +189,11 @@ def run_tiny(config: Config, cache_root: str) -> dict[str, Samples]:
     case = TINY.case(TINY_ELEMENTS)
     cache_dir = tempfile.mkdtemp(prefix="tiny_", dir=cache_root)
     delegate = FusionDelegate(**delegate_options(cache_dir, config.threads))
-    its = {m: interpreter(case.model, m, config.threads, delegate) for m in METHODS}
+    its = {m: interpreter(case.model, m, config.threads, delegate if m == DELEGATE else None)
+           for m in (DEFAULT, BUILTIN, DELEGATE)}
     for it in its.values():
         set_inputs(it, case.inputs)
-    return interleaved({m: its[m].invoke for m in METHODS}, config.tiny_rounds,
+    return interleaved({m: it.invoke for m, it in its.items()}, config.tiny_rounds,
                        config.tiny_batch_seconds)
 
 
@@ -319,22 +328,25 @@ Columns: `us` median microseconds per invoke; `speedup` LiteRT default time / th
 time (higher is faster); `GB/s` bytes the fused kernel must move (its inputs read once and its
 outputs written once, from the partition IR) / time; `%copy_bw` that rate as a percentage of
 the copy bandwidth above; `iqr%` interquartile range of the rounds / median. The `bound` row is
-the memory-bandwidth lower bound (bytes / copy bandwidth). `max_rel_err` is max |method -
-builtin| / max |builtin|."""
+the memory-bandwidth lower bound (bytes / copy bandwidth). `delegate` claims every partition
+(min_speedup=0), to measure the fused kernels; `delegate_defaults` is the delegate with its
+default options, whose cost model leaves to LiteRT the partitions it predicts to be slower.
+`max_rel_err` is max |method - builtin| / max |builtin|."""
 
 
 def write_report(path: Path, meta: dict, results: list[CaseResult], bandwidth: float,
                  tiny: dict[str, Samples]) -> None:
     table = [row for r in results for row in rows(r, bandwidth)]
-    checks = [(r.workload, size_name(r.elements), r.ops, r.claimed, r.bytes_moved,
-               len(r.times[DELEGATE].values),
+    checks = [(r.workload, size_name(r.elements), r.ops, r.claimed, r.claimed_by_default,
+               r.bytes_moved, len(r.times[DELEGATE].values),
                f"{r.max_rel_error[DEFAULT]:.1e}", f"{r.max_rel_error[DELEGATE]:.1e}")
               for r in results]
     text = "\n\n".join([
         "# fusion-delegate performance results", "\n".join(header(meta)),
         "## Elementwise workloads", markdown(COLUMNS, table), LEGEND,
         "## What was run",
-        markdown(("case", "elems", "ops", "delegate claimed", "bytes_moved", "rounds",
+        markdown(("case", "elems", "ops", "delegate claimed", "delegate_defaults claimed",
+                  "bytes_moved", "rounds",
                   "max_rel_err default", "max_rel_err delegate"), checks),
         "\n".join(f"- `{w.name}`: {w.description}" for w in WORKLOADS.values()),
         f"## Invoke overhead ({TINY.name}, {TINY_ELEMENTS} elements)", TINY.description,

@@ -167,10 +167,24 @@ def test_a_wrong_op_expression_is_caught_by_the_equivalence_check(monkeypatch, t
         add_models()
 
 
-def test_threads_split_large_partitions_with_identical_results(cache_dir, rng):
+def arithmetic_chain(shape=(2, 8)) -> bytes:
+    """Kernels with a fast loop (see codegen.render.FastPath)."""
+    b = ModelBuilder()
+    x = b.input("x", shape)
+    scale = b.const("scale", np.linspace(0.5, 2, shape[-1]).astype(np.float32))
+    y = b.op("MUL", [b.op("ADD", [x, scale], NONE), scale], NONE)
+    b.output(b.op("SUB", [b.op("MUL", [y, y], NONE), x], NONE, name="out"))
+    return b.to_bytes()
+
+
+@pytest.mark.parametrize("chain", [swish_chain, arithmetic_chain])
+@pytest.mark.parametrize("special", [None, np.inf])
+def test_threads_split_large_partitions_with_identical_results(cache_dir, rng, chain, special):
     shape = (4, 1 << 15)
-    model = swish_chain(shape)
+    model = chain(shape)
     x = [rng.standard_normal(shape).astype(np.float32) * 4]
+    if special is not None:
+        x[0][3, 1000] = special              # a miss in one thread's rows: the exact loop
     outputs, sources = {}, {}
     for threads in (1, 2):
         delegate = FusionDelegate(cache_dir=cache_dir, min_speedup=0.0)
@@ -178,6 +192,7 @@ def test_threads_split_large_partitions_with_identical_results(cache_dir, rng):
         sources[threads] = delegate.kernels[0].kernel.source
     assert "prange" not in sources[1]
     assert "for i0 in prange(4):" in sources[2] and "set_num_threads(2)" in sources[2]
+    assert ("misses" in sources[2]) == (chain is arithmetic_chain)
     assert same_bits(outputs[1], outputs[2])
     np.testing.assert_allclose(outputs[2], run(builtin_interpreter(model), x)[0],
                                rtol=1e-6, atol=1e-7)
@@ -214,3 +229,26 @@ def test_interpreters_sharing_a_delegate_invoke_concurrently_from_threads(cache_
     for thread in threads:
         thread.join()
     assert errors == []
+
+
+def test_the_exact_loop_runs_when_the_fast_loop_could_differ(cache_dir):
+    """y * 1e30 overflows; LiteRT clamps it to FLT_MAX before * 1e-30 and gets a finite
+    result, so the unclamped fast loop's inf must send the kernel to its exact loop. Likewise
+    sin of an angle beyond 2**16 needs the full reduction."""
+    b = ModelBuilder()
+    x, y = b.input("x", (8,)), b.input("y", (8,))
+    scaled = b.op("MUL", [b.op("MUL", [y, b.const("big", np.float32(1e30))], NONE),
+                          b.const("small", np.float32(1e-30))], NONE, name="scaled")
+    wave = b.op("SIN", [b.op("ADD", [x, b.const("half", np.float32(0.5))], NONE)], name="wave")
+    b.output(scaled, wave)
+    model = b.to_bytes()
+    delegate = FusionDelegate(cache_dir=cache_dir, min_speedup=0.0)
+    interpreter = builtin_interpreter(model, [delegate])
+    assert "misses" in delegate.kernels[0].kernel.source
+    normal = np.linspace(-3, 3, 8, dtype=np.float32)
+    overflowing = np.array([1, -2, 1e10, 3, 1e9, -4e9, 5, 6], np.float32)
+    far_angles = np.array([1, -2, 1e7, 3, 4e5, -3e6, 5, 6], np.float32)
+    for inputs in ([normal, normal], [normal, overflowing], [far_angles, normal]):
+        got, want = run(interpreter, inputs), run(builtin_interpreter(model), inputs)
+        assert same_bits(got[0], want[0])
+        np.testing.assert_allclose(got[1], want[1], rtol=3e-7, atol=0)

@@ -3,12 +3,14 @@ import functools
 import math
 import re
 
+import llvmlite.binding as llvm_binding
 import numba
 import numpy as np
 import pytest
 
 from codegen import mathf32 as M
 from codegen.mathf32 import SIN_COS_ACCURATE_MAX, ULP_BUDGET, ulp_error
+from conftest import same_bits
 
 F = np.float32
 _erf64 = np.vectorize(math.erf, otypes=[np.float64])
@@ -46,29 +48,41 @@ SPECIAL = np.array(
 N_SAMPLE = 150_000
 
 
+def compile_unfused(loop, n_arrays):
+    """Compile `loop` for contiguous float32 arrays with _mul_add as a separate mul and add
+    (what a CPU without FMA computes), and forbid any other (fused) specialisation."""
+    with M.unfused_mul_add():
+        loop.compile((numba.float32[::1],) * n_arrays)
+    loop.disable_compile()
+
+
 @functools.cache
-def unary_loop(fn):
+def unary_loop(fn, fused=True):
     @numba.njit(error_model="numpy")
     def loop(x, out):
         for i in range(x.size):
             out[i] = fn(x[i])
 
+    if not fused:
+        compile_unfused(loop, 2)
     return loop
 
 
 @functools.cache
-def binary_loop(fn):
+def binary_loop(fn, fused=True):
     @numba.njit(error_model="numpy")
     def loop(x, y, out):
         for i in range(x.size):
             out[i] = fn(x[i], y[i])
 
+    if not fused:
+        compile_unfused(loop, 3)
     return loop
 
 
-def apply(fn, x):
+def apply(fn, x, fused=True):
     out = np.empty_like(x)
-    unary_loop(fn)(x, out)
+    unary_loop(fn, fused)(x, out)
     return out
 
 
@@ -89,10 +103,10 @@ def unary_sample(name):
     return x
 
 
-def max_ulp(fn, name, x):
+def max_ulp(fn, name, x, fused=True):
     """(max ulp error, argument) of fn against REFERENCE[name] over x."""
     with np.errstate(all="ignore"):
-        err = ulp_error(apply(fn, x), REFERENCE[name](x.astype(np.float64)))
+        err = ulp_error(apply(fn, x, fused), REFERENCE[name](x.astype(np.float64)))
     i = int(np.argmax(err))
     return err[i], x[i]
 
@@ -113,28 +127,36 @@ def pow_sample():
     return np.concatenate(xs), np.concatenate(ys)
 
 
-def pow_apply(x, y):
+def pow_apply(x, y, fused=True):
     out = np.empty_like(x)
-    binary_loop(M.pow_f32)(x, y, out)
+    binary_loop(M.pow_f32, fused)(x, y, out)
     return out
 
 
+# _mul_add fuses on CPUs with FMA only: the budget must hold both ways.
+FUSED = pytest.mark.parametrize("fused", [True, False], ids=["fused", "unfused"])
+
+
+@FUSED
 @pytest.mark.parametrize("name", sorted(REFERENCE))
-def test_unary_within_ulp_budget(name):
-    err, at = max_ulp(getattr(M, name), name, unary_sample(name))
+def test_unary_within_ulp_budget(name, fused):
+    err, at = max_ulp(getattr(M, name), name, unary_sample(name), fused)
     assert err <= ULP_BUDGET[name], f"{name}: {err:.2f} ulp at x={at!r}"
 
 
-def test_pow_within_ulp_budget():
+@FUSED
+def test_pow_within_ulp_budget(fused):
     x, y = pow_sample()
     with np.errstate(all="ignore"):
-        err = ulp_error(pow_apply(x, y), np.power(x.astype(np.float64), y.astype(np.float64)))
+        err = ulp_error(pow_apply(x, y, fused),
+                        np.power(x.astype(np.float64), y.astype(np.float64)))
     i = int(np.argmax(err))
     assert err[i] <= ULP_BUDGET["pow_f32"], f"{err[i]:.2f} ulp at x={x[i]!r}, y={y[i]!r}"
 
 
 def test_budget_lists_every_public_function():
-    public = {n for n in dir(M) if n.endswith("_f32") and not n.startswith("_")}
+    public = {n for n in dir(M) if n.endswith("_f32") and not n.startswith("_")
+              and not n.endswith("_near_f32")}
     assert public == set(ULP_BUDGET) == set(REFERENCE) | {"pow_f32"}
 
 
@@ -259,7 +281,9 @@ def test_sin_cos_keep_their_budget_up_to_the_largest_float():
 
 LIBM_FREE_CALL = re.compile(r"^(llvm\.|NRT_|Py|_ZN)")
 PACKED = re.compile(
-    r"\bv(add|sub|mul|div|and|or|xor|max|min|rndscale|sqrt|cmp)\w*ps\s[^\n]*%[yz]mm")
+    r"\bv(add|sub|mul|div|and|or|xor|max|min|rndscale|sqrt|cmp|fn?madd|fn?msub)\w*ps\s"
+    r"[^\n]*%[yz]mm")
+FMA = re.compile(r"\bvfn?m(add|sub)\w*(ps|ss)\s")
 
 
 def calls_and_asm(loop):
@@ -298,3 +322,35 @@ def test_each_function_vectorises_in_float32(name):
     assert all(LIBM_FREE_CALL.match(c) for c in calls), calls
     assert not re.search(r"\bdouble\b", llvm)
     assert len(PACKED.findall(asm)) >= 3
+
+
+def test_mul_add_fuses_where_the_cpu_has_fma_whatever_the_flags():
+    """The loop has no fastmath flags, yet _mul_add becomes packed and scalar (remainder
+    loop) FMA on an FMA CPU; unfused_mul_add compiles a separate mul and add instead."""
+    x = np.linspace(-3, 3, 1001, dtype=F)
+    fused, unfused = apply(M.exp_f32, x), apply(M.exp_f32, x, fused=False)
+    assert ulp_error(unfused, fused).max() <= 2 * ULP_BUDGET["exp_f32"]
+    calls, _, asm = calls_and_asm(unary_loop(M.exp_f32))
+    assert "llvm.fmuladd.f32" in calls and not re.search(r"\bfmaf?\b", asm)
+    _, unfused_llvm, unfused_asm = calls_and_asm(unary_loop(M.exp_f32, fused=False))
+    assert "fmuladd" not in unfused_llvm and not FMA.search(unfused_asm)
+    if "+fma" in llvm_binding.get_host_cpu_features().flatten().split(","):
+        kinds = {m.group(2) for m in FMA.finditer(asm)}
+        assert kinds == {"ps", "ss"}, kinds
+
+
+@pytest.mark.parametrize("near, full", [(M.sin_near_f32, M.sin_f32), (M.cos_near_f32, M.cos_f32)])
+def test_near_sin_cos_are_the_full_functions_where_far_angle_is_zero(near, full):
+    """The kernels' fast loop relies on it: a zero far_angle means the same bits."""
+    rng = np.random.default_rng(5)
+    x = np.concatenate([SPECIAL, rng.uniform(-2.0**16, 2.0**16, 200_000).astype(F),
+                        np.float32(2.0**16) * np.array([1, -1, 1.5, 1e3], F),
+                        np.nextafter(F(2.0**16), F(0)) * np.array([1, -1], F)])
+    far = np.array([M.far_angle(v) for v in x])
+    expected_far = (np.abs(x) >= 2.0**16) & np.isfinite(x)
+    np.testing.assert_array_equal(far, expected_far.astype(np.int32))
+    near_values, full_values = np.empty_like(x), np.empty_like(x)
+    unary_loop(near)(x, near_values)
+    unary_loop(full)(x, full_values)
+    keep = far == 0
+    assert same_bits(near_values[keep], full_values[keep])

@@ -1,0 +1,60 @@
+"""codegen.render's fast loop: which clamps it leaves out and which values it counts.
+
+Whether the two loops agree with LiteRT is the equivalence tests' job (tests/test_equivalence.py
+runs every random model with and without inf/NaN inputs); here: what the analysis decides.
+"""
+from codegen.ir import KernelIR, Op, Value
+from codegen.render import FastPath, TensorTableLayout, render_kernel
+
+LAYOUT = TensorTableLayout(context_tensors_offset=16, tensor_size=112, tensor_data_offset=8)
+SHAPE = (4, 8)
+RELU6 = 3
+
+
+def kernel_ir(ops: list[tuple[str, tuple[int, ...], int, int]], outputs: tuple[int, ...],
+              constant: int | None = None) -> KernelIR:
+    """ops: (op, inputs, output, activation); tensor 0 is the input, `constant` a literal."""
+    tensors = {0} | {t for _, inputs, output, _ in ops for t in (*inputs, output)}
+    values = tuple(Value(t, f"t{t}", SHAPE if t != constant else (), 0.5 if t == constant else None)
+                   for t in sorted(tensors))
+    return KernelIR(0, values, tuple(Op(n, op, inputs, output, (("activation", act),))
+                                     if op in ("ADD", "SUB", "MUL", "DIV") else
+                                     Op(n, op, inputs, output)
+                                     for n, (op, inputs, output, act) in enumerate(ops)),
+                    inputs=(0,), outputs=outputs)
+
+
+def test_a_chain_of_arithmetic_is_checked_only_at_its_output():
+    ir = kernel_ir([("ADD", (0, 9), 1, 0), ("MUL", (1, 9), 2, 0), ("SUB", (2, 0), 3, 0),
+                    ("NEG", (3,), 4, 0)], outputs=(4,), constant=9)
+    assert FastPath.of(ir) == FastPath(dropped=3, checked=(4,), guarded=())
+    source = render_kernel(ir, LAYOUT)
+    assert "misses = max(misses, nonfinite(t4[i0]))" in source
+    assert source.count("clamp(") == 3                  # all in the exact loop
+
+
+def test_values_are_checked_where_an_op_would_absorb_an_inf():
+    """TANH, DIV's operands and a RELU6 activation turn inf into something finite."""
+    ir = kernel_ir([("MUL", (0, 0), 1, 0), ("TANH", (1,), 2, 0), ("ADD", (0, 2), 3, 0),
+                    ("DIV", (3, 1), 4, 0), ("ADD", (4, 0), 5, RELU6)], outputs=(5,))
+    fast = FastPath.of(ir)
+    assert fast.dropped == 3                            # ADD-RELU6 keeps its clamp
+    assert fast.checked == (1, 3, 4)
+    assert fast.pays is False                           # three checks for three clamps
+
+
+def test_sin_and_cos_are_guarded_and_their_operands_checked():
+    ir = kernel_ir([("ADD", (0, 0), 1, 0), ("SIN", (1,), 2, 0), ("COS", (0,), 3, 0),
+                    ("MUL", (2, 3), 4, 0)], outputs=(4,))
+    fast = FastPath.of(ir)
+    assert fast == FastPath(dropped=2, checked=(1, 4), guarded=(1, 2))
+    source = render_kernel(ir, LAYOUT)
+    assert "sin_near_f32(t1)" in source and "sin_f32(t1)" in source
+    assert "max(nonfinite(t1), far_angle(t1), far_angle(t0[i0]), nonfinite(t4[i0]))" in source
+
+
+def test_kernels_without_clamps_to_drop_have_one_loop():
+    ir = kernel_ir([("ADD", (0, 0), 1, RELU6), ("LOGISTIC", (1,), 2, 0)], outputs=(2,))
+    assert not FastPath.of(ir).pays
+    source = render_kernel(ir, LAYOUT)
+    assert "misses" not in source and source.count("for i0 in range") == 1
