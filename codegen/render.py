@@ -15,8 +15,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .ir import KernelIR, verify
-from .ops import ACTIVATIONS, HELPER_MODULES, OPS
+from .ir import KernelIR, Op, verify
+from .ops import ACTIVATIONS, HELPER_MODULES, OPS, TRANSCENDENTAL
 
 INDENT = "    "
 NAME_LIMIT = 24
@@ -24,7 +24,8 @@ LINE_LIMIT = 100
 #: Below this many elements a kernel runs on one thread: waking threads costs more.
 PARALLEL_MIN_ELEMENTS = 1 << 16
 RESERVED = {"np", "carray", "cfunc", "njit", "prange", "context", "node", "tensors", "range",
-            "misses", "FLT_MAX", "NAN", "INF", *HELPER_MODULES}
+            "min", "max", "misses", "tile", "start", "stop", "FLT_MAX", "NAN", "INF",
+            *HELPER_MODULES}
 
 
 @dataclass(frozen=True)
@@ -135,14 +136,17 @@ def render_kernel(ir: KernelIR, layout: TensorTableLayout) -> str:
     memory = list(ir.inputs) + [t for t in ir.outputs if t not in ir.inputs]
     nest = collapse(ir.iteration_shape, {t: ir.value(t).shape for t in memory})
     threads = parallel_threads(ir.threads, nest)
+    stages = Stages.of(ir, nest, names)
     fast = FastPath.of(ir)
-    exact = loop_nest(nest, threads, loop_body(ir, names, nest))
+    exact = loop_nest(nest, threads, stages, loop_body(ir, names, nest, stages))
     if fast.pays:
         lines = [*fast.comment(), "misses = np.int32(0)",
-                 *loop_nest(nest, threads, loop_body(ir, names, nest, fast)),
+                 *loop_nest(nest, threads, stages, loop_body(ir, names, nest, stages, fast)),
                  "if misses == 0:", INDENT + "return", *EXACT_LOOP_COMMENT, *exact]
     else:
         lines = exact
+    if threads == 1:
+        lines = stages.allocations() + lines
     parallel = ", parallel=True" if threads > 1 else ""
     signature = "void(" + ", ".join(array_type(len(nest.view_shape(t))) for t in memory) + ")"
     set_threads = [f"set_num_threads({threads})"] if threads > 1 else []
@@ -154,6 +158,51 @@ def render_kernel(ir: KernelIR, layout: TensorTableLayout) -> str:
         "", *module_imports(lines, threads > 1), "", *kernel, "", "",
         *entry_point(ir, names, nest, memory, layout), ""]
     return "\n".join(lines)
+
+
+#: Kernels with several transcendental ops run them stage by stage over tiles of TILE elements
+#: of the innermost dimension, kept in L1 between stages: a long loop body with several
+#: polynomials runs out of vector registers and overlaps poorly; short loops do not.
+TILE = 256
+TILE_MIN = 64                           # innermost dimensions shorter than this: one loop
+
+
+@dataclass(frozen=True)
+class Stages:
+    """The ops in loop order, grouped one transcendental op (and the cheap ops before it) per
+    stage, and the tile buffers carrying values from one stage to a later one."""
+    ops: tuple[tuple[Op, ...], ...]
+    buffers: dict                       # tensor id -> buffer identifier
+
+    @classmethod
+    def of(cls, ir: KernelIR, nest: LoopNest, names: dict[int, str]) -> "Stages":
+        expensive = [op for op in ir.ops if op.op in TRANSCENDENTAL]
+        if len(expensive) < 2 or nest.sizes[-1] < TILE_MIN:
+            return cls((ir.ops,), {})
+        groups: list[list[Op]] = [[]]
+        for op in ir.ops:
+            if groups[-1] and groups[-1][-1].op in TRANSCENDENTAL:
+                groups.append([])
+            groups[-1].append(op)
+        stage_of = {op.output: n for n, group in enumerate(groups) for op in group}
+        crossing = sorted({t for n, group in enumerate(groups) for op in group
+                           for t in op.inputs if stage_of.get(t, n) < n} - set(ir.outputs))
+        taken = set(names.values()) | RESERVED
+        buffers = {}
+        for t in crossing:
+            name, suffix = f"{names[t]}_tile", 1
+            while name in taken:
+                name, suffix = f"{names[t]}_tile_{suffix}", suffix + 1
+            taken.add(name)
+            buffers[t] = name
+        return cls(tuple(tuple(group) for group in groups), buffers)
+
+    @property
+    def tiled(self) -> bool:
+        return len(self.ops) > 1
+
+    def allocations(self) -> list[str]:
+        return [f"{name} = np.empty({TILE}, np.float32)" for name in self.buffers.values()]
 
 
 EXACT_LOOP_COMMENT = ["# Exact loop, as LiteRT computes it."]
@@ -224,14 +273,32 @@ def parallel_threads(requested: int, nest: LoopNest) -> int:
     return min(requested, nest.sizes[0])
 
 
-def loop_nest(nest: LoopNest, threads: int, body: list[str]) -> list[str]:
-    """The loop headers around `body`; with threads, the outer loop is a prange."""
+def loop_nest(nest: LoopNest, threads: int, stages: Stages, bodies: list[list[str]]
+              ) -> list[str]:
+    """The loops around the stage bodies; with threads, the outermost loop is a prange, and
+    allocates its own tile buffers. Tiled, the innermost dimension runs tile by tile, each
+    stage's loop over the whole tile before the next stage's."""
+    inner = len(nest.sizes) - 1
     lines = []
-    for d, n in enumerate(nest.sizes):
-        loop = "prange" if threads > 1 and d == 0 else "range"
-        lines.append(f"{INDENT * d}for i{d} in {loop}({n}):")
-    inner = INDENT * len(nest.sizes)
-    return lines + [inner + line for line in body]
+    for d, n in enumerate(nest.sizes[:-1]):
+        lines.append(f"{INDENT * d}for i{d} in {'prange' if threads > 1 and d == 0 else 'range'}"
+                     f"({n}):")
+        if threads > 1 and d == 0:
+            lines += [INDENT * (d + 1) + line for line in stages.allocations()]
+    n = nest.sizes[inner]
+    loop = "prange" if threads > 1 and inner == 0 else "range"
+    if not stages.tiled:
+        return lines + [f"{INDENT * inner}for i{inner} in {loop}({n}):",
+                        *(INDENT * (inner + 1) + line for line in bodies[0])]
+    lines.append(f"{INDENT * inner}for tile in {loop}({-(-n // TILE)}):")
+    pad = INDENT * (inner + 1)
+    if threads > 1 and inner == 0:
+        lines += [pad + line for line in stages.allocations()]
+    lines += [f"{pad}start = tile * {TILE}", f"{pad}stop = min(start + {TILE}, {n})"]
+    for body in bodies:
+        lines.append(f"{pad}for i{inner} in range(start, stop):")
+        lines += [pad + INDENT + line for line in body]
+    return lines
 
 
 def wrap_call(opening: str, args: list[str], closing: str, indent: str = "") -> list[str]:
@@ -246,36 +313,42 @@ def wrap_call(opening: str, args: list[str], closing: str, indent: str = "") -> 
     return lines + [line if args else indent + opening + closing]
 
 
-def loop_body(ir: KernelIR, names: dict[int, str], nest: LoopNest,
-              fast: FastPath | None = None) -> list[str]:
-    """One statement per op, into a temporary named after its output tensor, or straight into
-    the output array when the tensor is a partition output (later uses read it back). With
-    `fast`, the fast loop's forms and its `misses` counts."""
+def loop_body(ir: KernelIR, names: dict[int, str], nest: LoopNest, stages: Stages,
+              fast: FastPath | None = None) -> list[list[str]]:
+    """Per stage, one statement per op, into a temporary named after its output tensor, or
+    straight into the output array when the tensor is a partition output (later uses read it
+    back), or into a tile buffer when a later stage uses it. With `fast`, the fast loop's forms
+    and its `misses` counts."""
     exprs = {}
     for value in ir.values:
         if value.literal is not None:
             exprs[value.tensor] = literal(value.literal)
     for t in ir.inputs:
         exprs[t] = f"{names[t]}[{nest.index(t)}]"
-    lines, misses = [], []
-    for op in ir.ops:
-        target = names[op.output]
-        if op.output in ir.outputs:
-            target = f"{target}[{nest.index(op.output)}]"
-        args = [exprs[t] for t in op.inputs]
-        if fast and op.node in fast.guarded:
-            misses.append(op.spec.guard.format(a=args[0]))
-        lines.append(f"{target} = {OPS[op.op].render(args, dict(op.params), fast is not None)}")
-        if fast and op.output in fast.checked:
-            misses.append(f"nonfinite({target})")
-        exprs[op.output] = target
-    if misses:
-        # An int32 max-reduction of one max per element: what LLVM vectorises at full width.
-        if len(misses) == 1:
-            lines += wrap_call("misses = max(", ["misses", *misses], ")")
-        else:
-            lines += wrap_call("misses = max(misses, max(", misses, "))")
-    return lines
+    bodies = []
+    for ops in stages.ops:
+        lines, misses = [], []
+        for op in ops:
+            target = names[op.output]
+            if op.output in ir.outputs:
+                target = f"{target}[{nest.index(op.output)}]"
+            elif op.output in stages.buffers:
+                target = f"{stages.buffers[op.output]}[i{len(nest.sizes) - 1} - start]"
+            args = [exprs[t] for t in op.inputs]
+            if fast and op.node in fast.guarded:
+                misses.append(op.spec.guard.format(a=args[0]))
+            lines.append(f"{target} = {OPS[op.op].render(args, dict(op.params), bool(fast))}")
+            if fast and op.output in fast.checked:
+                misses.append(f"nonfinite({target})")
+            exprs[op.output] = target
+        if misses:
+            # An int32 max-reduction of one max per element: what LLVM vectorises at full width.
+            if len(misses) == 1:
+                lines += wrap_call("misses = max(", ["misses", *misses], ")")
+            else:
+                lines += wrap_call("misses = max(misses, max(", misses, "))")
+        bodies.append(lines)
+    return bodies
 
 
 def module_imports(body: list[str], parallel: bool) -> list[str]:

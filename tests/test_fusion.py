@@ -252,3 +252,27 @@ def test_the_exact_loop_runs_when_the_fast_loop_could_differ(cache_dir):
         got, want = run(interpreter, inputs), run(builtin_interpreter(model), inputs)
         assert same_bits(got[0], want[0])
         np.testing.assert_allclose(got[1], want[1], rtol=3e-7, atol=0)
+
+
+@pytest.mark.parametrize("shape, threads", [((700,), 1), ((3, 300), 1), ((1 << 17,), 2),
+                                            ((4, 40000), 2)])
+def test_transcendental_stages_run_tile_by_tile(cache_dir, rng, shape, threads):
+    """Several transcendental ops: one loop per stage over tiles (codegen.render.Stages),
+    with a partial last tile, per-row broadcasts and threads."""
+    b = ModelBuilder()
+    x = b.input("x", shape)
+    row = b.input("row", shape[:-1] + (1,))
+    col = b.const("col", np.linspace(0.5, 2, shape[-1]).astype(np.float32))
+    y = b.op("EXP", [b.op("TANH", [b.op("MUL", [x, col], NONE)])])
+    z = b.op("LOGISTIC", [b.op("ADD", [y, row], NONE)])
+    b.output(b.op("MUL", [z, x], NONE, name="out"), y)
+    model = b.to_bytes()
+    delegate = FusionDelegate(cache_dir=cache_dir, min_speedup=0.0)
+    inputs = [rng.standard_normal(shape).astype(np.float32) * 3,
+              rng.standard_normal(shape[:-1] + (1,)).astype(np.float32)]
+    got = run(builtin_interpreter(model, [delegate], num_threads=threads), inputs)
+    source = delegate.kernels[0].kernel.source
+    assert "for tile in" in source and "mul_0_tile" not in source and "tanh_1_tile" in source
+    assert ("prange" in source) == (threads > 1)
+    for fused, want in zip(got, run(builtin_interpreter(model), inputs)):
+        np.testing.assert_allclose(fused, want, rtol=4e-6, atol=1e-37)
