@@ -51,12 +51,20 @@ class Kernel:
     entry: object                   # the numba CFunc (kept alive: it owns the machine code)
 
     def inspect_asm(self) -> str:
-        """Assembly of the loop nest, to check what LLVM made of it (numba keeps none for
-        code loaded from its cache, so this compiles the loop again, uncached)."""
+        """Assembly of the loop nest, to check what LLVM made of it."""
+        return self._uncached().inspect_asm(self.loop.signatures[0])
+
+    def inspect_llvm(self) -> str:
+        """Optimised LLVM IR of the loop nest: calls appear by name here."""
+        return self._uncached().inspect_llvm(self.loop.signatures[0])
+
+    def _uncached(self):
+        """The loop nest compiled again: numba keeps no assembly or IR for code loaded from
+        its cache."""
         signature = self.loop.signatures[0]
         options = {**self.loop.targetoptions, "cache": False}
         options.pop("nopython", None)
-        return numba.njit(signature, **options)(self.loop.py_func).inspect_asm(signature)
+        return numba.njit(signature, **options)(self.loop.py_func)
 
 
 @functools.cache

@@ -1,4 +1,5 @@
 """Shared test helpers: the real LiteRT interpreter is the oracle, never a mock."""
+import re
 import sys
 from pathlib import Path
 
@@ -46,3 +47,10 @@ def same_bits(a: np.ndarray, b: np.ndarray) -> bool:
 @pytest.fixture
 def rng():
     return np.random.default_rng(1234)
+
+
+def foreign_calls(llvm_ir: str) -> set[str]:
+    """Functions compiled code calls besides LLVM intrinsics, numba's runtime and the Python
+    C API of its wrapper: libm (sinf, expf, ...) would show up here, by name."""
+    called = set(re.findall(r"call [^@\n]*@([\w.$]+)\(", llvm_ir))
+    return {name for name in called if not re.match(r"(llvm\.|NRT_|Py|_ZN|numba_)", name)}

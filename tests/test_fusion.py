@@ -1,5 +1,6 @@
 """The fusion delegate in the real interpreter; LiteRT's builtin kernels are the oracle."""
 import ast
+import re
 
 import numpy as np
 import pytest
@@ -7,7 +8,7 @@ from hypothesis import Phase, given, settings
 from hypothesis import strategies as st
 
 import codegen.ops
-from conftest import ROOT, builtin_interpreter, run, same_bits
+from conftest import ROOT, builtin_interpreter, foreign_calls, run, same_bits
 from equivalence import graphs
 from fusion_delegate import FusionDelegate
 from fusion_delegate.demo import build_demo_model
@@ -276,3 +277,22 @@ def test_transcendental_stages_run_tile_by_tile(cache_dir, rng, shape, threads):
     assert ("prange" in source) == (threads > 1)
     for fused, want in zip(got, run(builtin_interpreter(model), inputs)):
         np.testing.assert_allclose(fused, want, rtol=4e-6, atol=1e-37)
+
+
+def test_a_generated_kernel_vectorises_its_loops(cache_dir):
+    """GELU as MUL/ADD/TANH plus EXP and SIN: packed float32 instructions and no libm call
+    where the CPU has them, and no libm call anywhere in the kernel."""
+    b = ModelBuilder()
+    x = b.input("x", (64, 256))
+    cube = b.op("MUL", [b.op("MUL", [x, x], NONE), x], NONE)
+    inner = b.op("ADD", [x, b.op("MUL", [cube, b.const("c", np.float32(0.044715))], NONE)],
+                 NONE)
+    gelu = b.op("MUL", [x, b.op("TANH", [inner])], NONE)
+    b.output(b.op("ADD", [b.op("SIN", [gelu]), b.op("EXP", [x])], NONE))
+    delegate = FusionDelegate(cache_dir=cache_dir, min_speedup=0.0)
+    builtin_interpreter(b.to_bytes(), [delegate])
+    kernel = delegate.kernels[0].kernel
+    packed = re.findall(r"\bv(?:add|sub|mul|div|max|min|cmp|fn?madd\w*)ps\s[^\n]*%[yz]mm",
+                        kernel.inspect_asm())
+    assert len(packed) > 100
+    assert foreign_calls(kernel.inspect_llvm()) == set()
