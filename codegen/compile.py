@@ -18,7 +18,6 @@ import sys
 import tempfile
 import threading
 import time
-import warnings
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -185,11 +184,7 @@ def _import(path: Path):
     module = importlib.util.module_from_spec(spec)
     sys.modules[name] = module  # before exec: numba records the module name in its cache
     try:
-        with warnings.catch_warnings():
-            # numba cannot disk-cache parallel kernels; they compile once per process.
-            warnings.filterwarnings("ignore", "Cannot cache compiled function",
-                                    numba.NumbaWarning)
-            spec.loader.exec_module(module)
+        spec.loader.exec_module(module)
     except BaseException:
         del sys.modules[name]
         raise

@@ -24,7 +24,7 @@ LINE_LIMIT = 100
 #: Below this many elements a kernel runs on one thread: waking threads costs more.
 PARALLEL_MIN_ELEMENTS = 1 << 16
 RESERVED = {"np", "carray", "cfunc", "njit", "prange", "context", "node", "tensors", "range",
-            "min", "max", "misses", "tile", "start", "stop", "FLT_MAX", "NAN", "INF",
+            "min", "max", "misses", "part", "tile", "start", "stop", "FLT_MAX", "NAN", "INF",
             *HELPER_MODULES}
 
 
@@ -149,11 +149,10 @@ def render_kernel(ir: KernelIR, layout: TensorTableLayout) -> str:
         lines = stages.allocations() + lines
     parallel = ", parallel=True" if threads > 1 else ""
     signature = "void(" + ", ".join(array_type(len(nest.view_shape(t))) for t in memory) + ")"
-    set_threads = [f"set_num_threads({threads})"] if threads > 1 else []
     kernel = [f"@njit('{signature}',",
               f"      error_model='numpy', nogil=True, cache=True{parallel})",
               *wrap_call(f"def {ir.name}(", [names[t] for t in memory], "):"),
-              *(INDENT + line for line in set_threads + lines)]
+              *(INDENT + line for line in lines)]
     lines = header(ir, names, nest, threads) + [
         "", *module_imports(lines, threads > 1), "", *kernel, "", "",
         *entry_point(ir, names, nest, memory, layout), ""]
@@ -275,26 +274,34 @@ def parallel_threads(requested: int, nest: LoopNest) -> int:
 
 def loop_nest(nest: LoopNest, threads: int, stages: Stages, bodies: list[list[str]]
               ) -> list[str]:
-    """The loops around the stage bodies; with threads, the outermost loop is a prange, and
-    allocates its own tile buffers. Tiled, the innermost dimension runs tile by tile, each
-    stage's loop over the whole tile before the next stage's."""
+    """The loops around the stage bodies. Tiled, the innermost dimension runs tile by tile,
+    each stage's loop over the whole tile before the next stage's. With threads, the outermost
+    loop is cut into one contiguous part per thread, a prange over the parts (numba's pool
+    may be larger: the parts bound the threads used), and each part has its own tile buffers."""
     inner = len(nest.sizes) - 1
-    lines = []
-    for d, n in enumerate(nest.sizes[:-1]):
-        lines.append(f"{INDENT * d}for i{d} in {'prange' if threads > 1 and d == 0 else 'range'}"
-                     f"({n}):")
-        if threads > 1 and d == 0:
-            lines += [INDENT * (d + 1) + line for line in stages.allocations()]
-    n = nest.sizes[inner]
-    loop = "prange" if threads > 1 and inner == 0 else "range"
+    levels = [(f"i{d}", n) for d, n in enumerate(nest.sizes[:-1])]
+    if stages.tiled:
+        levels.append(("tile", -(-nest.sizes[inner] // TILE)))
+    else:
+        levels.append((f"i{inner}", nest.sizes[inner]))
+    lines, depth = [], 0
+    for level, (name, n) in enumerate(levels):
+        pad = INDENT * depth
+        if level == 0 and threads > 1:
+            step = -(-n // threads)
+            lines += [f"{pad}for part in prange({threads}):",
+                      *(pad + INDENT + line for line in stages.allocations()),
+                      f"{pad}{INDENT}for {name} in range(part * {step}, "
+                      f"min(part * {step} + {step}, {n})):"]
+            depth += 2
+        else:
+            lines.append(f"{pad}for {name} in range({n}):")
+            depth += 1
+    pad = INDENT * depth
     if not stages.tiled:
-        return lines + [f"{INDENT * inner}for i{inner} in {loop}({n}):",
-                        *(INDENT * (inner + 1) + line for line in bodies[0])]
-    lines.append(f"{INDENT * inner}for tile in {loop}({-(-n // TILE)}):")
-    pad = INDENT * (inner + 1)
-    if threads > 1 and inner == 0:
-        lines += [pad + line for line in stages.allocations()]
-    lines += [f"{pad}start = tile * {TILE}", f"{pad}stop = min(start + {TILE}, {n})"]
+        return lines + [pad + line for line in bodies[0]]
+    lines += [f"{pad}start = tile * {TILE}",
+              f"{pad}stop = min(start + {TILE}, {nest.sizes[inner]})"]
     for body in bodies:
         lines.append(f"{pad}for i{inner} in range(start, stop):")
         lines += [pad + INDENT + line for line in body]
@@ -353,7 +360,7 @@ def loop_body(ir: KernelIR, names: dict[int, str], nest: LoopNest, stages: Stage
 
 def module_imports(body: list[str], parallel: bool) -> list[str]:
     used = {name for line in body for name in re.findall(r"\b([a-z_0-9]+)\(", line)}
-    numba_names = "carray, cfunc, njit" + (", prange, set_num_threads" if parallel else "")
+    numba_names = "carray, cfunc, njit" + (", prange" if parallel else "")
     lines = ["import numpy as np", f"from numba import {numba_names}", ""]
     by_module: dict[str, list[str]] = {}
     for name in sorted(used & set(HELPER_MODULES)):

@@ -21,38 +21,43 @@ sys.path[:0] = [{root!r}, {tests!r}]
 from conftest import builtin_interpreter, run
 from fusion_delegate import FusionDelegate
 delegate = FusionDelegate(cache_dir={cache!r}, min_speedup=0.0)
-interpreter = builtin_interpreter(open({model!r}, "rb").read(), [delegate])
-out = run(interpreter, [np.arange(24, dtype=np.float32).reshape(4, 6) / 7])[0]
+interpreter = builtin_interpreter(open({model!r}, "rb").read(), [delegate],
+                                  num_threads={threads})
+x = np.arange(np.prod({shape}), dtype=np.float32).reshape({shape}) / 7
+out = run(interpreter, [x])[0]
 print(json.dumps({{"hits": [k.kernel.cache_hit for k in delegate.kernels.values()],
-                  "out": out.tolist()}}))
+                  "parallel": ["prange" in k.kernel.source for k in delegate.kernels.values()],
+                  "out": out.ravel()[::97].tolist()}}))
 """
 
 
-def model_bytes() -> bytes:
+def model_bytes(shape=(4, 6)) -> bytes:
     b = ModelBuilder()
-    x = b.input("x", (4, 6))
+    x = b.input("x", shape)
     h = b.op("MUL", [x, b.const("k", np.array(1.5, np.float32))], NONE)
     b.output(b.op("TANH", [b.op("ADD", [h, x], NONE)]))
     return b.to_bytes()
 
 
-def in_new_process(tmp_path, cache) -> dict:
+def in_new_process(tmp_path, cache, shape=(4, 6), threads=1) -> dict:
     model = tmp_path / "m.tflite"
-    model.write_bytes(model_bytes())
+    model.write_bytes(model_bytes(shape))
     script = SCRIPT.format(root=str(ROOT), tests=str(ROOT / "tests"), cache=str(cache),
-                           model=str(model))
+                           model=str(model), shape=shape, threads=threads)
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
                           timeout=300)
     assert done.returncode == 0, done.stderr
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
-def test_second_process_initialises_without_compiling(tmp_path):
+@pytest.mark.parametrize("shape, threads", [((4, 6), 1), ((4, 1 << 15), 2)])
+def test_second_process_initialises_without_compiling(tmp_path, shape, threads):
     cache = tmp_path / "cache"
-    first = in_new_process(tmp_path, cache)
-    second = in_new_process(tmp_path, cache)
+    first = in_new_process(tmp_path, cache, shape, threads)
+    second = in_new_process(tmp_path, cache, shape, threads)
     assert first["hits"] == [""]
     assert second["hits"] == ["disk"]
+    assert first["parallel"] == second["parallel"] == [threads > 1]
     assert first["out"] == second["out"]
 
 
