@@ -23,6 +23,8 @@ from pathlib import Path
 
 import llvmlite
 import numba
+from numba.core import ir_utils
+from numba.core.compiler_lock import global_compiler_lock
 
 log = logging.getLogger("fusion_delegate.compile")
 
@@ -178,14 +180,29 @@ def _remove_numba_cache(path: Path) -> None:
 
 
 def _import(path: Path):
-    """Import a generated module under a unique name (numba's cache needs a real file)."""
+    """Import a generated module under a unique name (numba's cache needs a real file); its
+    decorators compile the kernel, or load it from numba's cache."""
     name = f"fusion_delegate_kernels.{path.stem}"
     spec = importlib.util.spec_from_file_location(name, path)
     module = importlib.util.module_from_spec(spec)
     sys.modules[name] = module  # before exec: numba records the module name in its cache
     try:
-        spec.loader.exec_module(module)
+        with global_compiler_lock:
+            _restart_numba_block_labels()
+            spec.loader.exec_module(module)
     except BaseException:
         del sys.modules[name]
         raise
     return module
+
+
+def _restart_numba_block_labels() -> None:
+    """numba offsets the blocks of every inlined function by a process-wide label counter that
+    only grows, and inlining a helper that inlines others doubles it: a few hundred kernels
+    into a process, block names pass LLVM's 1024-character limit and compiles fail with "name
+    is too long" (numba issues #3666, #3876). Labels need only be unique within the function
+    being compiled, and inlining always offsets past the caller's own labels, so each kernel
+    starts the counter afresh (under numba's compiler lock: nothing else is compiling)."""
+    counter = getattr(ir_utils, "_the_max_label", None)
+    if counter is not None and isinstance(getattr(counter, "_value", None), int):
+        counter._value = 0

@@ -138,10 +138,12 @@ def render_kernel(ir: KernelIR, layout: TensorTableLayout) -> str:
     threads = parallel_threads(ir.threads, nest)
     stages = Stages.of(ir, nest, names)
     fast = FastPath.of(ir)
-    exact = loop_nest(nest, threads, stages, loop_body(ir, names, nest, stages))
+    depth = 1 + len(nest.sizes) + (threads > 1) + stages.tiled     # of the loop bodies
+    exact = loop_nest(nest, threads, stages, loop_body(ir, names, nest, stages, None, depth))
     if fast.pays:
+        fast_bodies = loop_body(ir, names, nest, stages, fast, depth)
         lines = [*fast.comment(), "misses = np.int32(0)",
-                 *loop_nest(nest, threads, stages, loop_body(ir, names, nest, stages, fast)),
+                 *loop_nest(nest, threads, stages, fast_bodies),
                  "if misses == 0:", INDENT + "return", *EXACT_LOOP_COMMENT, *exact]
     else:
         lines = exact
@@ -157,6 +159,14 @@ def render_kernel(ir: KernelIR, layout: TensorTableLayout) -> str:
         "", *module_imports(lines, threads > 1), "", *kernel, "", "",
         *entry_point(ir, names, nest, memory, layout), ""]
     return "\n".join(lines)
+
+
+def varies_innermost(ir: KernelIR, tensor: int) -> bool:
+    """The tensor changes along the innermost loop (else LLVM hoists what computes it)."""
+    shape = ir.iteration_shape
+    inner = max((d for d, n in enumerate(shape) if n != 1), default=None)
+    own = (1,) * (len(shape) - len(ir.value(tensor).shape)) + ir.value(tensor).shape
+    return inner is not None and own[inner] != 1
 
 
 #: Kernels with several transcendental ops run them stage by stage over tiles of TILE elements
@@ -175,12 +185,13 @@ class Stages:
 
     @classmethod
     def of(cls, ir: KernelIR, nest: LoopNest, names: dict[int, str]) -> "Stages":
-        expensive = [op for op in ir.ops if op.op in TRANSCENDENTAL]
+        expensive = {op.node for op in ir.ops
+                     if op.op in TRANSCENDENTAL and varies_innermost(ir, op.output)}
         if len(expensive) < 2 or nest.sizes[-1] < TILE_MIN:
             return cls((ir.ops,), {})
         groups: list[list[Op]] = [[]]
         for op in ir.ops:
-            if groups[-1] and groups[-1][-1].op in TRANSCENDENTAL:
+            if groups[-1] and groups[-1][-1].node in expensive:
                 groups.append([])
             groups[-1].append(op)
         stage_of = {op.output: n for n, group in enumerate(groups) for op in group}
@@ -308,24 +319,55 @@ def loop_nest(nest: LoopNest, threads: int, stages: Stages, bodies: list[list[st
     return lines
 
 
-def wrap_call(opening: str, args: list[str], closing: str, indent: str = "") -> list[str]:
-    """`opening arg, arg, ...closing`, broken into lines within LINE_LIMIT."""
-    lines, line = [], indent + opening
-    for i, arg in enumerate(args):
-        piece = arg + (", " if i < len(args) - 1 else closing)
-        if len(line) + len(piece.rstrip()) > LINE_LIMIT:
-            lines.append(line.rstrip())
-            line = indent + " " * len(opening)
-        line += piece
-    return lines + [line if args else indent + opening + closing]
+def wrap_call(opening: str, args: list[str], closing: str, indent: str = "",
+              width: int = LINE_LIMIT) -> list[str]:
+    """`opening arg, arg, ...closing`, broken into lines within `width`: continuation lines
+    aligned after `opening`, or, where that leaves too little room, indented one level."""
+    for hanging in (False, True):
+        follow = indent + (INDENT if hanging else " " * len(opening))
+        lines, line = ([indent + opening], follow) if hanging and args else ([], indent + opening)
+        for i, arg in enumerate(args):
+            piece = arg + (", " if i < len(args) - 1 else closing)
+            if len(line) + len(piece.rstrip()) > width and line.strip():
+                lines.append(line.rstrip())
+                line = follow
+            line += piece
+        lines.append(line if args else indent + opening + closing)
+        if all(len(line) <= width for line in lines):
+            break
+    return lines
+
+
+def assignment(target: str, expr: str, width: int) -> list[str]:
+    """`target = expr`, broken within `width` at the outermost call's commas, else at the
+    outermost binary operator (the expression then in parentheses)."""
+    line = f"{target} = {expr}"
+    if len(line) <= width:
+        return [line]
+    depth, commas, operator = 0, [], None
+    for i, char in enumerate(expr):
+        depth += (char in "([") - (char in ")]")
+        if depth == 1 and expr[i:i + 2] == ", ":
+            commas.append(i)
+        if depth == 0 and operator is None and expr[i:i + 3] in (" + ", " - ", " * ", " / "):
+            operator = i
+    call = re.match(r"[\w.]+\(", expr)
+    if call and expr.endswith(")") and operator is None:
+        bounds = [call.end(), *(i + 2 for i in commas), len(expr) + 1]
+        args = [expr[a:b - 2] for a, b in zip(bounds, bounds[1:])]
+        return wrap_call(f"{target} = {call.group()}", args, ")", width=width)
+    if operator is not None:
+        opening = f"{target} = ("
+        return [opening + expr[:operator], " " * len(opening) + expr[operator + 1:] + ")"]
+    return [line]
 
 
 def loop_body(ir: KernelIR, names: dict[int, str], nest: LoopNest, stages: Stages,
-              fast: FastPath | None = None) -> list[list[str]]:
+              fast: FastPath | None = None, body_depth: int = 0) -> list[list[str]]:
     """Per stage, one statement per op, into a temporary named after its output tensor, or
     straight into the output array when the tensor is a partition output (later uses read it
     back), or into a tile buffer when a later stage uses it. With `fast`, the fast loop's forms
-    and its `misses` counts."""
+    and its `misses` counts, wrapped to fit at `body_depth` indents."""
     exprs = {}
     for value in ir.values:
         if value.literal is not None:
@@ -344,16 +386,18 @@ def loop_body(ir: KernelIR, names: dict[int, str], nest: LoopNest, stages: Stage
             args = [exprs[t] for t in op.inputs]
             if fast and op.node in fast.guarded:
                 misses.append(op.spec.guard.format(a=args[0]))
-            lines.append(f"{target} = {OPS[op.op].render(args, dict(op.params), bool(fast))}")
+            expr = OPS[op.op].render(args, dict(op.params), bool(fast))
+            lines += assignment(target, expr, LINE_LIMIT - len(INDENT) * body_depth)
             if fast and op.output in fast.checked:
                 misses.append(f"nonfinite({target})")
             exprs[op.output] = target
         if misses:
             # An int32 max-reduction of one max per element: what LLVM vectorises at full width.
+            width = LINE_LIMIT - len(INDENT) * body_depth
             if len(misses) == 1:
-                lines += wrap_call("misses = max(", ["misses", *misses], ")")
+                lines += wrap_call("misses = max(", ["misses", *misses], ")", width=width)
             else:
-                lines += wrap_call("misses = max(misses, max(", misses, "))")
+                lines += wrap_call("misses = max(misses, max(", misses, "))", width=width)
         bodies.append(lines)
     return bodies
 
@@ -365,7 +409,10 @@ def module_imports(body: list[str], parallel: bool) -> list[str]:
     by_module: dict[str, list[str]] = {}
     for name in sorted(used & set(HELPER_MODULES)):
         by_module.setdefault(HELPER_MODULES[name], []).append(name)
-    lines += [f"from {module} import {', '.join(names)}" for module, names in by_module.items()]
+    for module, names in by_module.items():
+        line = f"from {module} import {', '.join(names)}"
+        lines += [line] if len(line) <= LINE_LIMIT else wrap_call(
+            f"from {module} import (", names, ")")
     lines += ["from codegen.native import float32_pointer, load_i64", "",
               "FLT_MAX = np.float32(3.4028234663852886e38)", "INF = np.float32(np.inf)",
               "NAN = np.float32(np.nan)"]
@@ -382,8 +429,9 @@ def entry_point(ir: KernelIR, names: dict[int, str], nest: LoopNest, memory: lis
     lines.append(f"{INDENT}tensors = load_i64(context + {layout.context_tensors_offset})")
     for t in memory:
         address = f"tensors + {t} * {layout.tensor_size} + {layout.tensor_data_offset}"
-        lines.append(f"{INDENT}{names[t]} = carray(float32_pointer(load_i64({address})), "
-                     f"{nest.view_shape(t)})")
+        lines += [INDENT + line for line in assignment(
+            names[t], f"carray(float32_pointer(load_i64({address})), {nest.view_shape(t)})",
+            LINE_LIMIT - len(INDENT))]
     lines += [*wrap_call(f"{ir.name}(", [names[t] for t in memory], ")", INDENT),
               f"{INDENT}return 0"]
     return lines

@@ -110,3 +110,22 @@ def test_unwritable_cache_directory_gives_a_clear_error(tmp_path):
     cache = KernelCache(blocker / "cache")
     with pytest.raises(OSError):
         cache.get("k", "x = 1\n")
+
+
+def test_kernels_compiled_in_one_process_keep_short_block_labels():
+    """numba's block-label counter doubles with each nested inlining; kept across kernels, a
+    few hundred compiles into a process LLVM refuses the names ("name is too long")."""
+    from numba.core import ir_utils
+
+    from codegen.ir import KernelIR, Op, Value
+    from codegen.render import TensorTableLayout, render_kernel
+    layout = TensorTableLayout(context_tensors_offset=16, tensor_size=112, tensor_data_offset=8)
+    cache, digits = KernelCache(None), []
+    for n in range(4):
+        shape = (n + 3,)
+        ir = KernelIR(0, tuple(Value(t, f"t{t}", shape) for t in range(4)),
+                      (Op(0, "SIN", (0,), 1), Op(1, "MUL", (1, 0), 2, (("activation", 0),)),
+                       Op(2, "EXP", (2,), 3)), inputs=(0,), outputs=(3,))
+        cache.get(ir.name, render_kernel(ir, layout))
+        digits.append(len(str(ir_utils._the_max_label._value)))
+    assert digits[-1] <= digits[0] + 1, digits

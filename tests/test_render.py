@@ -50,7 +50,8 @@ def test_sin_and_cos_are_guarded_and_their_operands_checked():
     assert fast == FastPath(dropped=2, checked=(1, 4), guarded=(1, 2))
     source = render_kernel(ir, LAYOUT)
     assert "sin_near_f32(t1)" in source and "sin_f32(t1)" in source
-    assert "max(nonfinite(t1), far_angle(t1), far_angle(t0[i0]), nonfinite(t4[i0]))" in source
+    one_line = " ".join(source.split())
+    assert "max(nonfinite(t1), far_angle(t1), far_angle(t0[i0]), nonfinite(t4[i0]))" in one_line
 
 
 def test_kernels_without_clamps_to_drop_have_one_loop():
@@ -58,3 +59,17 @@ def test_kernels_without_clamps_to_drop_have_one_loop():
     assert not FastPath.of(ir).pays
     source = render_kernel(ir, LAYOUT)
     assert "misses" not in source and source.count("for i0 in range") == 1
+
+
+def test_generated_lines_fit_in_100_columns_however_deep_the_nest():
+    """Names at their longest, a 2-D nest (the [4, 1] operand), threads and tiles."""
+    shape = (64, 4, 300)
+    values = (Value(0, "a_rather_long_input_name", shape), Value(6, "row_of_another_long_name",
+                                                                   (4, 1)),
+              *(Value(t, f"intermediate_value_{t}", shape) for t in range(1, 6)))
+    ops = (Op(0, "SIN", (0,), 1), Op(1, "COS", (1,), 2), Op(2, "EXP", (2,), 3),
+           Op(3, "ADD", (3, 6), 4, (("activation", 0),)), Op(4, "SIN", (4,), 5))
+    source = render_kernel(KernelIR(0, values, ops, inputs=(0, 6), outputs=(5,), threads=2),
+                           LAYOUT)
+    assert "for part in prange(2):" in source and "for tile in" in source and "misses" in source
+    assert max(len(line) for line in source.splitlines() if not line.startswith("#")) <= 100
