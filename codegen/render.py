@@ -228,7 +228,7 @@ class FastPath:
     (ADD, SUB, MUL, NEG, ...), so the fast loop checks the values where that propagation ends:
     partition outputs and operands of any other op. It also runs ops with a `fast_expr` (sin,
     cos) and counts their `guard`. No miss: the fast loop's results are the exact ones, bit for
-    bit; any miss: the kernel runs the exact loop over everything.
+    bit (NaN payloads aside); any miss: the kernel runs the exact loop over everything.
     """
     dropped: int                       # clamps left out
     checked: tuple[int, ...]           # tensors counted by nonfinite()
@@ -363,11 +363,12 @@ def assignment(target: str, expr: str, width: int) -> list[str]:
 
 
 def loop_body(ir: KernelIR, names: dict[int, str], nest: LoopNest, stages: Stages,
-              fast: FastPath | None = None, body_depth: int = 0) -> list[list[str]]:
+              fast: FastPath | None, body_depth: int) -> list[list[str]]:
     """Per stage, one statement per op, into a temporary named after its output tensor, or
     straight into the output array when the tensor is a partition output (later uses read it
     back), or into a tile buffer when a later stage uses it. With `fast`, the fast loop's forms
-    and its `misses` counts, wrapped to fit at `body_depth` indents."""
+    and its `misses` counts. Lines fit in LINE_LIMIT at `body_depth` indents."""
+    width = LINE_LIMIT - len(INDENT) * body_depth
     exprs = {}
     for value in ir.values:
         if value.literal is not None:
@@ -387,13 +388,12 @@ def loop_body(ir: KernelIR, names: dict[int, str], nest: LoopNest, stages: Stage
             if fast and op.node in fast.guarded:
                 misses.append(op.spec.guard.format(a=args[0]))
             expr = OPS[op.op].render(args, dict(op.params), bool(fast))
-            lines += assignment(target, expr, LINE_LIMIT - len(INDENT) * body_depth)
+            lines += assignment(target, expr, width)
             if fast and op.output in fast.checked:
                 misses.append(f"nonfinite({target})")
             exprs[op.output] = target
         if misses:
             # An int32 max-reduction of one max per element: what LLVM vectorises at full width.
-            width = LINE_LIMIT - len(INDENT) * body_depth
             if len(misses) == 1:
                 lines += wrap_call("misses = max(", ["misses", *misses], ")", width=width)
             else:
