@@ -22,11 +22,9 @@ Conventions:
   docstring lists them. Subnormal inputs and outputs are handled, never flushed.
 - ULP_BUDGET is the published worst-case error in ulps against a float64 reference, measured
   by ``ulp_error``, for the fused and the unfused form of ``_mul_add`` (see
-  ``unfused_mul_add``); tests/test_mathf32.py enforces it and perf/math_accuracy.py
+  ``compile_unfused``); tests/test_mathf32.py enforces it and perf/math_accuracy.py
   publishes the measured numbers.
 """
-import contextlib
-
 import numba
 import numpy as np
 from llvmlite import ir
@@ -111,17 +109,19 @@ def _mul_add(typingctx, a, b, c):
     return types.float32(types.float32, types.float32, types.float32), codegen
 
 
-@contextlib.contextmanager
-def unfused_mul_add():
-    """Functions *compiled* inside this block lower ``_mul_add`` as a plain mul and add,
-    i.e. what a CPU without FMA computes (numba compiles on the first call: call, or
-    ``.compile()``, inside the block). For the accuracy checks only; not thread-safe."""
+def compile_unfused(loop, n_arrays: int):
+    """`loop` (a numba dispatcher over `n_arrays` contiguous float32 arrays) compiled now with
+    ``_mul_add`` as a plain mul and add, i.e. what a CPU without FMA computes; no other
+    specialisation may be compiled later (it would fuse). For the accuracy checks only; not
+    thread-safe."""
     global _FUSE_MUL_ADD
     saved, _FUSE_MUL_ADD = _FUSE_MUL_ADD, False
     try:
-        yield
+        loop.compile((numba.float32[::1],) * n_arrays)
     finally:
         _FUSE_MUL_ADD = saved
+    loop.disable_compile()
+    return loop
 
 
 _jit = numba.njit(inline="always", error_model="numpy", fastmath=False)

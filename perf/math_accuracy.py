@@ -94,15 +94,6 @@ def _jitted(fn):
     return numba.njit(inline="always", error_model="numpy")(fn)
 
 
-def unfused(loop, n_arrays):
-    """`loop` compiled now, for contiguous float32 arrays, with mathf32._mul_add as a
-    separate mul and add; no other specialisation may be compiled later (it would fuse)."""
-    with M.unfused_mul_add():
-        loop.compile((numba.float32[::1],) * n_arrays)
-    loop.disable_compile()
-    return loop
-
-
 def unary_loop(fn, fastmath=False, to_float64=False, fused=True):
     """njit loop out[i] = fn(x[i]) over float32 x (cast to float64 for references)."""
     kernel = _jitted(fn)
@@ -116,7 +107,7 @@ def unary_loop(fn, fastmath=False, to_float64=False, fused=True):
         def loop(x, out):
             for i in range(x.size):
                 out[i] = kernel(x[i])
-    return loop if fused else unfused(loop, 2)
+    return loop if fused else M.compile_unfused(loop, 2)
 
 
 def binary_loop(fn, fastmath=False, to_float64=False, fused=True):
@@ -131,7 +122,7 @@ def binary_loop(fn, fastmath=False, to_float64=False, fused=True):
         def loop(x, y, out):
             for i in range(x.size):
                 out[i] = kernel(x[i], y[i])
-    return loop if fused else unfused(loop, 3)
+    return loop if fused else M.compile_unfused(loop, 3)
 
 
 def _pow64(x, y):

@@ -48,14 +48,6 @@ SPECIAL = np.array(
 N_SAMPLE = 150_000
 
 
-def compile_unfused(loop, n_arrays):
-    """Compile `loop` for contiguous float32 arrays with _mul_add as a separate mul and add
-    (what a CPU without FMA computes), and forbid any other (fused) specialisation."""
-    with M.unfused_mul_add():
-        loop.compile((numba.float32[::1],) * n_arrays)
-    loop.disable_compile()
-
-
 @functools.cache
 def unary_loop(fn, fused=True):
     @numba.njit(error_model="numpy")
@@ -64,7 +56,7 @@ def unary_loop(fn, fused=True):
             out[i] = fn(x[i])
 
     if not fused:
-        compile_unfused(loop, 2)
+        M.compile_unfused(loop, 2)
     return loop
 
 
@@ -76,7 +68,7 @@ def binary_loop(fn, fused=True):
             out[i] = fn(x[i], y[i])
 
     if not fused:
-        compile_unfused(loop, 3)
+        M.compile_unfused(loop, 3)
     return loop
 
 
@@ -325,7 +317,7 @@ def test_each_function_vectorises_in_float32(name):
 
 def test_mul_add_fuses_where_the_cpu_has_fma_whatever_the_flags():
     """The loop has no fastmath flags, yet _mul_add becomes packed and scalar (remainder
-    loop) FMA on an FMA CPU; unfused_mul_add compiles a separate mul and add instead."""
+    loop) FMA on an FMA CPU; compile_unfused compiles a separate mul and add instead."""
     x = np.linspace(-3, 3, 1001, dtype=F)
     fused, unfused = apply(M.exp_f32, x), apply(M.exp_f32, x, fused=False)
     assert ulp_error(unfused, fused).max() <= 2 * ULP_BUDGET["exp_f32"]
