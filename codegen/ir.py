@@ -1,4 +1,5 @@
-"""The IR of one partition: a DAG of elementwise ops over tensors of known shape.
+"""The IR of one partition: a DAG of elementwise ops over tensors of known shape (not all of
+one shape: codegen.schedule places each op in a loop nest over its own).
 
 IR nodes are frozen dataclasses, so an IR prints, compares and hashes. The delegate builds one
 per partition and set of input shapes; `render.render_kernel` turns it into source text.
@@ -63,10 +64,6 @@ class KernelIR:
             if op.op.lower() not in ops:
                 ops.append(op.op.lower())
         return f"p{self.partition}_" + "_".join(ops[:4]) + ("_etc" if len(ops) > 4 else "")
-
-    @property
-    def iteration_shape(self) -> tuple[int, ...]:
-        return broadcast_shapes(*(self.value(op.output).shape for op in self.ops))
 
     def bytes_moved(self) -> int:
         """Bytes read and written once each: the memory-bandwidth lower bound of the kernel."""

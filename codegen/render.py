@@ -1,9 +1,10 @@
-"""IR to Python source: one loop nest per partition, as readable as hand-written code.
+"""A schedule to Python source, as readable as hand-written code.
 
-Plain functions from data to text, keeping no state: the same IR gives the same text, byte for
-byte, and the text is the compile cache's key. The generated module holds two functions: the
-loop nest (`@njit`, over numpy arrays) and its native entry point (`@cfunc`), which reads the
-tensor addresses from the TfLiteContext on every call, at offsets the caller passes in.
+Plain functions from data to text, keeping no state: the same IR gives the same schedule
+(codegen.schedule) and the same text, byte for byte, and the text is the compile cache's key.
+The generated module holds two functions: the kernel (`@njit`, over flat numpy arrays), one
+commented block per loop nest, and its native entry point (`@cfunc`), which reads the tensor
+addresses from the TfLiteContext on every call, at offsets the caller passes in.
 """
 from __future__ import annotations
 
@@ -15,17 +16,20 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .ir import KernelIR, Op, verify
-from .ops import ACTIVATIONS, HELPER_MODULES, OPS, TRANSCENDENTAL
+from .ir import KernelIR, verify
+from .ops import ACTIVATIONS, HELPER_MODULES, OPS
+from .schedule import Nest, Schedule, plan
 
 INDENT = "    "
 NAME_LIMIT = 24
 LINE_LIMIT = 100
 #: Below this many elements a kernel runs on one thread: waking threads costs more.
 PARALLEL_MIN_ELEMENTS = 1 << 16
+#: Helpers the generated code calls: the op table's, and the row-tile copy (schedule.Nest).
+KERNEL_HELPERS = {**HELPER_MODULES, "repeated": "codegen.scalar"}
 RESERVED = {"np", "carray", "cfunc", "njit", "prange", "context", "node", "tensors", "range",
             "min", "max", "misses", "part", "tile", "start", "stop", "FLT_MAX", "NAN", "INF",
-            *HELPER_MODULES}
+            *KERNEL_HELPERS}
 
 
 @dataclass(frozen=True)
@@ -34,45 +38,6 @@ class TensorTableLayout:
     context_tensors_offset: int
     tensor_size: int
     tensor_data_offset: int
-
-
-@dataclass(frozen=True)
-class LoopNest:
-    """The collapsed iteration space and, per tensor, which of its dims are broadcast."""
-    sizes: tuple[int, ...]
-    broadcast: dict                      # tensor id -> tuple[bool, ...] over `sizes`
-
-    def view_shape(self, tensor: int) -> tuple[int, ...]:
-        dims = tuple(n for n, b in zip(self.sizes, self.broadcast[tensor]) if not b)
-        return dims or (1,)
-
-    def index(self, tensor: int) -> str:
-        names = [f"i{d}" for d, b in enumerate(self.broadcast[tensor]) if not b]
-        return ", ".join(names) if names else "0"
-
-
-def collapse(shape: tuple[int, ...], operands: dict) -> LoopNest:
-    """Drop size-1 dims and merge adjacent dims with the same broadcast pattern for every
-    operand (TFLite's broadcast collapsing), so the inner loop is as long as possible."""
-    rank = len(shape)
-    masks = {}
-    for tensor, operand_shape in operands.items():
-        aligned = (1,) * (rank - len(operand_shape)) + tuple(operand_shape)
-        masks[tensor] = [a == 1 and s != 1 for a, s in zip(aligned, shape)]
-    keep = [d for d in range(rank) if shape[d] != 1]
-    sizes: list[int] = []
-    merged = {t: [] for t in operands}
-    for d in keep:
-        pattern = [masks[t][d] for t in operands]
-        if sizes and pattern == [merged[t][-1] for t in operands]:
-            sizes[-1] *= shape[d]
-            continue
-        sizes.append(shape[d])
-        for t in operands:
-            merged[t].append(masks[t][d])
-    if not sizes:
-        return LoopNest((1,), {t: (False,) for t in operands})
-    return LoopNest(tuple(sizes), {t: tuple(m) for t, m in merged.items()})
 
 
 def literal(value: float) -> str:
@@ -109,13 +74,12 @@ def identifiers(ir: KernelIR) -> dict[int, str]:
     return names
 
 
-def header(ir: KernelIR, names: dict[int, str], nest: LoopNest, threads: int) -> list[str]:
-    shape = list(ir.iteration_shape)
+def header(ir: KernelIR, names: dict[int, str], schedule: Schedule) -> list[str]:
     source = f", generated from {ir.model}" if ir.model else ""
-    on_threads = f" | {threads} threads" if threads > 1 else ""
+    nests = len(schedule.nests)
     lines = [f"# fusion_delegate kernel {ir.name}{source}. Do not edit.",
              f"# partition {ir.partition} | nodes {', '.join(str(op.node) for op in ir.ops)} | "
-             f"{ir.dtype} | {shape} collapsed to {list(nest.sizes)}{on_threads}"]
+             f"{ir.dtype} | {nests} loop nest{'s' if nests > 1 else ''}"]
     for op in ir.ops:
         operands = []
         for t in op.inputs:
@@ -133,86 +97,98 @@ def render_kernel(ir: KernelIR, layout: TensorTableLayout) -> str:
     """The whole kernel module's source."""
     verify(ir)
     names = identifiers(ir)
+    schedule = plan(ir)
     memory = list(ir.inputs) + [t for t in ir.outputs if t not in ir.inputs]
-    nest = collapse(ir.iteration_shape, {t: ir.value(t).shape for t in memory})
-    threads = parallel_threads(ir.threads, nest)
-    stages = Stages.of(ir, nest, names)
+    threads = [parallel_threads(ir.threads, nest) for nest in schedule.nests]
+    local = nest_names(schedule, names)
     fast = FastPath.of(ir)
-    depth = 1 + len(nest.sizes) + (threads > 1) + stages.tiled     # of the loop bodies
-    exact = loop_nest(nest, threads, stages, loop_body(ir, names, nest, stages, None, depth))
+    exact = nest_blocks(ir, names, schedule, threads, local, None)
     if fast.pays:
-        fast_bodies = loop_body(ir, names, nest, stages, fast, depth)
         lines = [*fast.comment(), "misses = np.int32(0)",
-                 *loop_nest(nest, threads, stages, fast_bodies),
+                 *nest_blocks(ir, names, schedule, threads, local, fast),
                  "if misses == 0:", INDENT + "return", *EXACT_LOOP_COMMENT, *exact]
     else:
         lines = exact
-    if threads == 1:
-        lines = stages.allocations() + lines
-    parallel = ", parallel=True" if threads > 1 else ""
-    signature = "void(" + ", ".join(array_type(len(nest.view_shape(t))) for t in memory) + ")"
+    allocations = [f"{names[t]} = np.empty({n}, np.float32)" for t, n in schedule.buffers]
+    for nest, nest_local, n in zip(schedule.nests, local, threads):
+        if n == 1:
+            allocations += tile_allocations(nest, nest_local)
+    lines = allocations + lines
+    parallel = ", parallel=True" if max(threads, default=1) > 1 else ""
+    signature = "void(" + ", ".join("float32[::1]" for _ in memory) + ")"
     kernel = [f"@njit('{signature}',",
               f"      error_model='numpy', nogil=True, cache=True{parallel})",
               *wrap_call(f"def {ir.name}(", [names[t] for t in memory], "):"),
               *(INDENT + line for line in lines)]
-    lines = header(ir, names, nest, threads) + [
-        "", *module_imports(lines, threads > 1), "", *kernel, "", "",
-        *entry_point(ir, names, nest, memory, layout), ""]
+    lines = header(ir, names, schedule) + [
+        "", *module_imports(lines, bool(parallel)), "", *kernel, "", "",
+        *entry_point(ir, names, memory, layout), ""]
     return "\n".join(lines)
 
 
-def varies_innermost(ir: KernelIR, tensor: int) -> bool:
-    """The tensor changes along the innermost loop (else LLVM hoists what computes it)."""
-    shape = ir.iteration_shape
-    inner = max((d for d, n in enumerate(shape) if n != 1), default=None)
-    own = (1,) * (len(shape) - len(ir.value(tensor).shape)) + ir.value(tensor).shape
-    return inner is not None and own[inner] != 1
-
-
-#: Kernels with several transcendental ops run them stage by stage over tiles of TILE elements
-#: of the innermost dimension, kept in L1 between stages: a long loop body with several
-#: polynomials runs out of vector registers and overlaps poorly; short loops do not.
-TILE = 256
-TILE_MIN = 64                           # innermost dimensions shorter than this: one loop
-
-
 @dataclass(frozen=True)
-class Stages:
-    """The ops in loop order, grouped one transcendental op (and the cheap ops before it) per
-    stage, and the tile buffers carrying values from one stage to a later one."""
-    ops: tuple[tuple[Op, ...], ...]
-    buffers: dict                       # tensor id -> buffer identifier
+class NestNames:
+    """A nest's local arrays: tile buffers carrying values from one stage to a later one of
+    the same tile (partition outputs and nest buffers are read back instead), and the
+    row-tile copies of its periodic operands."""
+    tiles: dict
+    rows: dict
 
-    @classmethod
-    def of(cls, ir: KernelIR, nest: LoopNest, names: dict[int, str]) -> "Stages":
-        expensive = {op.node for op in ir.ops
-                     if op.op in TRANSCENDENTAL and varies_innermost(ir, op.output)}
-        if len(expensive) < 2 or nest.sizes[-1] < TILE_MIN:
-            return cls((ir.ops,), {})
-        groups: list[list[Op]] = [[]]
-        for op in ir.ops:
-            if groups[-1] and groups[-1][-1].node in expensive:
-                groups.append([])
-            groups[-1].append(op)
-        stage_of = {op.output: n for n, group in enumerate(groups) for op in group}
-        crossing = sorted({t for n, group in enumerate(groups) for op in group
-                           for t in op.inputs if stage_of.get(t, n) < n} - set(ir.outputs))
-        taken = set(names.values()) | RESERVED
-        buffers = {}
-        for t in crossing:
-            name, suffix = f"{names[t]}_tile", 1
-            while name in taken:
-                name, suffix = f"{names[t]}_tile_{suffix}", suffix + 1
-            taken.add(name)
-            buffers[t] = name
-        return cls(tuple(tuple(group) for group in groups), buffers)
 
-    @property
-    def tiled(self) -> bool:
-        return len(self.ops) > 1
+def nest_names(schedule: Schedule, names: dict[int, str]) -> list[NestNames]:
+    taken = set(names.values()) | RESERVED
 
-    def allocations(self) -> list[str]:
-        return [f"{name} = np.empty({TILE}, np.float32)" for name in self.buffers.values()]
+    def fresh(base: str) -> str:
+        name, suffix = base, 1
+        while name in taken:
+            name, suffix = f"{base}_{suffix}", suffix + 1
+        taken.add(name)
+        return name
+
+    result = []
+    for nest in schedule.nests:
+        stage_of = {op.output: n for n, group in enumerate(nest.stages) for op in group}
+        crossing = sorted({t for n, group in enumerate(nest.stages) for op in group
+                           for t in op.inputs if stage_of.get(t, n) < n} - set(nest.writes))
+        result.append(NestNames({t: fresh(f"{names[t]}_tile") for t in crossing},
+                                {t: fresh(f"{names[t]}_rows") for t, _ in nest.periodic}))
+    return result
+
+
+def tile_allocations(nest: Nest, local: NestNames) -> list[str]:
+    return [f"{name} = np.empty({nest.tile}, np.float32)" for name in local.tiles.values()]
+
+
+def nest_blocks(ir: KernelIR, names: dict[int, str], schedule: Schedule, threads: list[int],
+                local: list[NestNames], fast: FastPath | None) -> list[str]:
+    """Every nest in order, each under a comment saying what it computes and how it loops."""
+    lines = []
+    for number, (nest, n, nest_local) in enumerate(zip(schedule.nests, threads, local), 1):
+        if nest.elements == 0:
+            continue
+        depth = 1 + len(nest.loops.sizes) + (n > 1) + (nest.tile > 0)
+        bodies = loop_body(ir, names, nest, nest_local, fast, depth)
+        lines += [*nest_comment(names, nest, number, n),
+                  *(f"{rows} = repeated({names[t]}, {nest.tile})"
+                    for t, rows in nest_local.rows.items()),
+                  *loop_nest(nest, n, nest_local, bodies)]
+    return lines
+
+
+def nest_comment(names: dict[int, str], nest: Nest, number: int, threads: int) -> list[str]:
+    """`# Nest 2 over [1, 56, 56, 16], as [50176] in tiles of 16 rows: ADD, MUL -> out`."""
+    how = f" as {list(nest.loops.sizes)}" if list(nest.loops.sizes) != list(nest.domain) else ""
+    if nest.row_tiled:
+        period = nest.periodic[0][1]
+        how += f" in tiles of {nest.tile // period} rows of {period}"
+    elif nest.tile:
+        how += f" in tiles of {nest.tile}, stage by stage"
+    if threads > 1:
+        how += f", on {threads} threads"
+    ops = ", ".join(dict.fromkeys(op.op for op in nest.ops))
+    writes = ", ".join(names[t] for t in nest.writes)
+    text = f"Nest {number} over {list(nest.domain) or [1]}{how}: {ops} -> {writes}"
+    return ["# " + line for line in textwrap.wrap(text, LINE_LIMIT - 2 - len(INDENT))]
 
 
 EXACT_LOOP_COMMENT = ["# Exact loop, as LiteRT computes it."]
@@ -271,37 +247,36 @@ class FastPath:
         return bool(self.guarded) or self.dropped > len(self.checked)
 
 
-def array_type(ndim: int) -> str:
-    """numba's spelling of a C-contiguous float32 array type: float32[:, ::1]."""
-    return "float32[" + ", ".join([":"] * (ndim - 1) + ["::1"]) + "]"
-
-
-def parallel_threads(requested: int, nest: LoopNest) -> int:
-    """How many threads the outer loop is split over: 1 unless the kernel is large enough."""
-    if requested <= 1 or math.prod(nest.sizes) < PARALLEL_MIN_ELEMENTS:
+def parallel_threads(requested: int, nest: Nest) -> int:
+    """How many threads a nest's outer loop is split over: 1 unless the nest is large."""
+    if requested <= 1 or nest.elements < PARALLEL_MIN_ELEMENTS:
         return 1
-    return min(requested, nest.sizes[0])
+    return min(requested, outer_levels(nest)[0][1])
 
 
-def loop_nest(nest: LoopNest, threads: int, stages: Stages, bodies: list[list[str]]
+def outer_levels(nest: Nest) -> list[tuple[str, int]]:
+    """(loop variable, trip count) of each loop level; tiled, the innermost is over tiles."""
+    sizes = nest.loops.sizes
+    levels = [(f"i{d}", n) for d, n in enumerate(sizes[:-1])]
+    if nest.tile:
+        return levels + [("tile", -(-sizes[-1] // nest.tile))]
+    return levels + [(f"i{len(sizes) - 1}", sizes[-1])]
+
+
+def loop_nest(nest: Nest, threads: int, local: NestNames, bodies: list[list[str]]
               ) -> list[str]:
     """The loops around the stage bodies. Tiled, the innermost dimension runs tile by tile,
     each stage's loop over the whole tile before the next stage's. With threads, the outermost
     loop is cut into one contiguous part per thread, a prange over the parts (numba's pool
     may be larger: the parts bound the threads used), and each part has its own tile buffers."""
-    inner = len(nest.sizes) - 1
-    levels = [(f"i{d}", n) for d, n in enumerate(nest.sizes[:-1])]
-    if stages.tiled:
-        levels.append(("tile", -(-nest.sizes[inner] // TILE)))
-    else:
-        levels.append((f"i{inner}", nest.sizes[inner]))
+    inner = len(nest.loops.sizes) - 1
     lines, depth = [], 0
-    for level, (name, n) in enumerate(levels):
+    for level, (name, n) in enumerate(outer_levels(nest)):
         pad = INDENT * depth
         if level == 0 and threads > 1:
             step = -(-n // threads)
             lines += [f"{pad}for part in prange({threads}):",
-                      *(pad + INDENT + line for line in stages.allocations()),
+                      *(pad + INDENT + line for line in tile_allocations(nest, local)),
                       f"{pad}{INDENT}for {name} in range(part * {step}, "
                       f"min(part * {step} + {step}, {n})):"]
             depth += 2
@@ -309,14 +284,21 @@ def loop_nest(nest: LoopNest, threads: int, stages: Stages, bodies: list[list[st
             lines.append(f"{pad}for {name} in range({n}):")
             depth += 1
     pad = INDENT * depth
-    if not stages.tiled:
+    if not nest.tile:
         return lines + [pad + line for line in bodies[0]]
-    lines += [f"{pad}start = tile * {TILE}",
-              f"{pad}stop = min(start + {TILE}, {nest.sizes[inner]})"]
+    lines += [f"{pad}start = tile * {nest.tile}",
+              f"{pad}stop = min(start + {nest.tile}, {nest.loops.sizes[inner]})"]
     for body in bodies:
         lines.append(f"{pad}for i{inner} in range(start, stop):")
         lines += [pad + INDENT + line for line in body]
     return lines
+
+
+def index(nest: Nest, tensor: int) -> str:
+    """The flat element index of `tensor` in the nest: `i0 * 16 + i1`, or 0 for one value."""
+    terms = [f"i{d} * {stride}" if stride != 1 else f"i{d}"
+             for d, stride in nest.loops.strides(tensor)]
+    return " + ".join(terms) or "0"
 
 
 def wrap_call(opening: str, args: list[str], closing: str, indent: str = "",
@@ -362,28 +344,30 @@ def assignment(target: str, expr: str, width: int) -> list[str]:
     return [line]
 
 
-def loop_body(ir: KernelIR, names: dict[int, str], nest: LoopNest, stages: Stages,
+def loop_body(ir: KernelIR, names: dict[int, str], nest: Nest, local: NestNames,
               fast: FastPath | None, body_depth: int) -> list[list[str]]:
     """Per stage, one statement per op, into a temporary named after its output tensor, or
-    straight into the output array when the tensor is a partition output (later uses read it
-    back), or into a tile buffer when a later stage uses it. With `fast`, the fast loop's forms
-    and its `misses` counts. Lines fit in LINE_LIMIT at `body_depth` indents."""
+    straight into the output or nest buffer it is written to (later uses read it back), or
+    into a tile buffer when a later stage uses it. With `fast`, the fast loop's forms and its
+    `misses` counts. Lines fit in LINE_LIMIT at `body_depth` indents."""
     width = LINE_LIMIT - len(INDENT) * body_depth
+    inner = f"i{len(nest.loops.sizes) - 1}"
     exprs = {}
     for value in ir.values:
         if value.literal is not None:
             exprs[value.tensor] = literal(value.literal)
-    for t in ir.inputs:
-        exprs[t] = f"{names[t]}[{nest.index(t)}]"
+    for t in nest.reads:
+        exprs[t] = (f"{local.rows[t]}[{inner} - start]" if t in local.rows
+                    else f"{names[t]}[{index(nest, t)}]")
     bodies = []
-    for ops in stages.ops:
+    for ops in nest.stages:
         lines, misses = [], []
         for op in ops:
             target = names[op.output]
-            if op.output in ir.outputs:
-                target = f"{target}[{nest.index(op.output)}]"
-            elif op.output in stages.buffers:
-                target = f"{stages.buffers[op.output]}[i{len(nest.sizes) - 1} - start]"
+            if op.output in nest.writes:
+                target = f"{target}[{index(nest, op.output)}]"
+            elif op.output in local.tiles:
+                target = f"{local.tiles[op.output]}[{inner} - start]"
             args = [exprs[t] for t in op.inputs]
             if fast and op.node in fast.guarded:
                 misses.append(op.spec.guard.format(a=args[0]))
@@ -407,8 +391,8 @@ def module_imports(body: list[str], parallel: bool) -> list[str]:
     numba_names = "carray, cfunc, njit" + (", prange" if parallel else "")
     lines = ["import numpy as np", f"from numba import {numba_names}", ""]
     by_module: dict[str, list[str]] = {}
-    for name in sorted(used & set(HELPER_MODULES)):
-        by_module.setdefault(HELPER_MODULES[name], []).append(name)
+    for name in sorted(used & set(KERNEL_HELPERS)):
+        by_module.setdefault(KERNEL_HELPERS[name], []).append(name)
     for module, names in by_module.items():
         line = f"from {module} import {', '.join(names)}"
         lines += [line] if len(line) <= LINE_LIMIT else wrap_call(
@@ -419,18 +403,17 @@ def module_imports(body: list[str], parallel: bool) -> list[str]:
     return lines
 
 
-def entry_point(ir: KernelIR, names: dict[int, str], nest: LoopNest, memory: list[int],
+def entry_point(ir: KernelIR, names: dict[int, str], memory: list[int],
                 layout: TensorTableLayout) -> list[str]:
     """The native invoke: tensor addresses are read from the context on every call."""
     lines = ["@cfunc('int32(int64, int64)', cache=True)",
              f"def {ir.name}_invoke(context, node):"]
-    if math.prod(nest.sizes) == 0:
-        return lines + [f"{INDENT}return 0"]
     lines.append(f"{INDENT}tensors = load_i64(context + {layout.context_tensors_offset})")
     for t in memory:
         address = f"tensors + {t} * {layout.tensor_size} + {layout.tensor_data_offset}"
+        elements = math.prod(ir.value(t).shape)
         lines += [INDENT + line for line in assignment(
-            names[t], f"carray(float32_pointer(load_i64({address})), {nest.view_shape(t)})",
+            names[t], f"carray(float32_pointer(load_i64({address})), ({elements},))",
             LINE_LIMIT - len(INDENT))]
     lines += [*wrap_call(f"{ir.name}(", [names[t] for t in memory], ")", INDENT),
               f"{INDENT}return 0"]

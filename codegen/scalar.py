@@ -225,3 +225,14 @@ def expm1_f32(x):
         np.float32(1 / 120) + x * (np.float32(1 / 720) + x * (np.float32(1 / 5040)
                                                               + x * np.float32(1 / 40320)))))))
     return small if np.abs(x) < np.float32(0.35) else exp_f32(x) - ONE
+
+
+@njit(error_model="numpy")
+def repeated(values, length):
+    """`values` repeated to `length` elements (a whole number of periods): the row-tile copy of
+    a periodic operand (codegen.schedule), so the inner loop reads it at the loop's own index."""
+    out = np.empty(length, np.float32)
+    period = values.shape[0]
+    for i in range(length):
+        out[i] = values[i % period]
+    return out

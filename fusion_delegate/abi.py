@@ -346,8 +346,9 @@ def check_live_context(context) -> None:
     (GetTensor is NULL while a delegate prepares, so the check is on the data itself.) Scalar
     fields come first, so that a wrong struct size is caught before any pointer is followed:
     every tensor's type must be a known TfLiteType and its allocation type a known one; then
-    its dims must be a plausible shape, its name readable, and for fixed-size types its byte
-    size must equal prod(shape) * itemsize.
+    its dims must be a plausible shape, its name readable, and for dense fixed-size types its
+    byte size must equal prod(shape) * itemsize (a sparse tensor stores fewer bytes, and the
+    delegate never claims a node that touches one).
     """
     ctx = context.contents
     count = ctx.tensors_size
@@ -370,7 +371,8 @@ def check_live_context(context) -> None:
         if tensor.name is not None:
             tensor.name.decode("utf-8", errors="strict")
         dtype = TFLITE_TYPES[tensor.type][1]
-        if dtype is not None and tensor.dims and tensor.allocation_type != kTfLiteDynamic:
+        dense = not tensor.sparsity and tensor.allocation_type != kTfLiteDynamic
+        if dtype is not None and tensor.dims and dense:
             expected = math.prod(shape) * dtype.itemsize
             if tensor.bytes not in (0, expected):
                 raise AbiMismatchError(

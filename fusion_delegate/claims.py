@@ -55,6 +55,8 @@ def unsupported_reason(context: Context, node: NodeInfo) -> str | None:
             return f"rank {len(tensor.shape)} > {MAX_RANK}"
         if tensor.is_dynamic:
             return f"dynamic tensor {tensor.name or tensor.index}"
+        if tensor.sparse:
+            return f"sparse tensor {tensor.name or tensor.index}"
     try:
         shape = broadcast_shapes(*(t.shape for t in tensors[:-1]))
     except IRError:

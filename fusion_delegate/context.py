@@ -21,6 +21,7 @@ class TensorInfo:
     scale: float
     zero_point: int
     per_channel: bool              # affine quantization with more than one scale
+    sparse: bool = False           # stored compressed (TfLiteSparsity): not a dense array
 
     @property
     def type_name(self) -> str:
@@ -89,7 +90,8 @@ class Context:
         return TensorInfo(index=index, name=(raw.name or b"").decode("utf-8", "replace"),
                           type=raw.type, shape=abi.tensor_shape(raw),
                           allocation_type=raw.allocation_type, scale=raw.params.scale,
-                          zero_point=raw.params.zero_point, per_channel=per_channel)
+                          zero_point=raw.params.zero_point, per_channel=per_channel,
+                          sparse=bool(raw.sparsity))
 
     def view(self, index: int) -> np.ndarray:
         """Zero-copy numpy view of a tensor's data, valid only during this callback."""

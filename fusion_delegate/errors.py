@@ -27,3 +27,7 @@ class KernelCompileError(FusionDelegateError, RuntimeError):
     def __init__(self, message: str, source_path: str | None = None):
         super().__init__(message if source_path is None else f"{message} (source: {source_path})")
         self.source_path = source_path
+
+
+class KernelBuildError(FusionDelegateError, RuntimeError):
+    """A partition's kernel cannot be built at the shapes it was prepared with."""

@@ -1,9 +1,10 @@
-"""The fusion delegate: claim elementwise regions, compile one loop nest per partition.
+"""The fusion delegate: claim elementwise regions, compile one kernel per partition.
 
 Data flows one way: the runtime's nodes -> claims (which nodes, and why not the others) ->
-partitions -> one FusionKernel each, which in prepare builds the partition's IR for the current
-shapes, renders it to source and gets a compiled kernel from the cache; invoke is that kernel's
-native entry point, called by the runtime without Python.
+partitions (kept only if their kernel builds and the cost model says it pays) -> one
+FusionKernel each, which in prepare builds the partition's IR for the current shapes, renders
+its schedule of loop nests to source and gets a compiled kernel from the cache; invoke is that
+kernel's native entry point, called by the runtime without Python.
 """
 from __future__ import annotations
 
@@ -11,13 +12,14 @@ import math
 from dataclasses import dataclass
 
 from codegen.compile import DEFAULT_DIR, CompileError, Kernel, KernelCache, max_parallel_threads
-from codegen.ir import KernelIR, Op, Value, broadcast_shapes
+from codegen.ir import IRError, KernelIR, Op, Value, broadcast_shapes
 from codegen.render import TensorTableLayout, render_kernel
+from codegen.schedule import plan
 
 from . import abi
 from .claims import FusedNode, fused_node, integer_exponent, op_name, unsupported_reason
 from .context import Context, NodeInfo, Partition
-from .errors import KernelCompileError
+from .errors import KernelBuildError, KernelCompileError
 from .options import FusionOptions
 from .simple_delegate import SimpleDelegate, SimpleDelegateKernel
 from .worth import UNKNOWN, Prediction, predict
@@ -76,21 +78,36 @@ class FusionDelegate(SimpleDelegate):
         self.kernels = {}
 
     def is_node_supported(self, context: Context, node: NodeInfo) -> bool:
-        reason = unsupported_reason(context, node)
+        if node.index in self.options.excluded_nodes:
+            reason = "excluded by the exclude_nodes option"
+        else:
+            reason = unsupported_reason(context, node)
         self.claims[node.index] = NodeClaim(node.index, op_name(node), reason)
         return reason is None
 
     def select_partitions(self, context: Context, partitions: list[Partition]) -> list[Partition]:
-        """TFLite's selection (largest first, limits) among the partitions predicted to pay."""
-        self.predictions = {p.nodes: self.predict(context, p) for p in partitions}
-        paying = [p for p in partitions
-                  if self.predictions[p.nodes].speedup >= self.options.min_speedup]
+        """TFLite's selection (largest first, limits) among the partitions whose kernel builds
+        and is predicted to pay."""
+        unbuildable, self.predictions = {}, {}
+        for number, partition in enumerate(partitions):
+            try:
+                nodes = [fused_node(context.node(n)) for n in sorted(partition.nodes)]
+                ir = partition_ir(context, nodes, partition, number, self.kernel_threads(context))
+                render_kernel(ir, LAYOUT)
+            except (IRError, ValueError) as error:
+                unbuildable[partition.nodes] = f"kernel cannot be built: {error}"
+                continue
+            self.predictions[partition.nodes] = self.predict(ir)
+        paying = [p for p in partitions if p.nodes in self.predictions
+                  and self.predictions[p.nodes].speedup >= self.options.min_speedup]
         chosen = super().select_partitions(context, paying)
         minimum = self.min_nodes_per_partition
         for partition in partitions:
             if partition in chosen:
                 continue
-            if partition not in paying:
+            if partition.nodes in unbuildable:
+                reason = unbuildable[partition.nodes]
+            elif partition not in paying:
                 reason = (f"not worth it (predicted "
                           f"{self.predictions[partition.nodes].speedup:.2f}x LiteRT)")
             elif len(partition.nodes) < minimum:
@@ -104,17 +121,12 @@ class FusionDelegate(SimpleDelegate):
                 self.claims[node].partition = number
         return chosen
 
-    def predict(self, context: Context, partition: Partition) -> Prediction:
-        """The measured cost model's verdict on fusing `partition` at its current shapes."""
+    def predict(self, ir: KernelIR) -> Prediction:
+        """The measured cost model's verdict on fusing a partition at its current shapes."""
         if self.options.min_speedup <= 0:
             return UNKNOWN
-        ops, shapes = [], []
-        for index in partition.nodes:
-            shape = context.tensor(context.node(index).outputs[0]).shape
-            ops.append((self.claims[index].op, math.prod(shape)))
-            shapes.append(shape)
-        iteration = math.prod(broadcast_shapes(*shapes))
-        return predict(ops, iteration, threads=self.kernel_threads(context))
+        ops = [(op.op, math.prod(ir.value(op.output).shape)) for op in ir.ops]
+        return predict(ops, [nest.elements for nest in plan(ir).nests], threads=ir.threads)
 
     def kernel_threads(self, context: Context) -> int:
         """The `num_threads` option, else the interpreter's, within what numba can run."""
@@ -130,51 +142,65 @@ class FusionDelegate(SimpleDelegate):
                 f"{len(self.last_partitions)} partitions")
 
 
+def partition_ir(context: Context, nodes: list[FusedNode], partition: Partition, number: int,
+                 threads: int) -> KernelIR:
+    """The partition's IR at the context's current shapes: what its kernel computes. (`nodes`
+    are read once, before kernel prepare, where the runtime forbids reading nodes.)"""
+    literals = {}
+    for t in partition.inputs:
+        info = context.tensor(t)
+        if info.is_constant and math.prod(info.shape) == 1:
+            literals[t] = float(context.view(t).reshape(-1)[0])
+    shapes = {t: context.tensor(t).shape for t in partition.inputs}
+    for node in nodes:
+        shapes[node.output] = broadcast_shapes(*(shapes[t] for t in node.inputs))
+    return KernelIR(
+        partition=number,
+        values=tuple(Value(t, context.tensor(t).name, shapes[t], literals.get(t))
+                     for t in sorted(shapes)),
+        ops=tuple(Op(n.index, n.op, n.inputs, n.output, _params(n, shapes, literals))
+                  for n in nodes),
+        inputs=tuple(t for t in partition.inputs if t not in literals),
+        outputs=partition.outputs,
+        threads=threads)
+
+
+def _params(node: FusedNode, shapes: dict, literals: dict) -> tuple:
+    """Params that depend on the current shapes (POW's integer path)."""
+    if node.op != "POW":
+        return node.params
+    base, exponent = node.inputs
+    n = integer_exponent(shapes[base], shapes[exponent], literals.get(exponent))
+    return tuple(sorted({**dict(node.params), "integer_exponent": n}.items()))
+
+
 class FusionKernel(SimpleDelegateKernel):
     def __init__(self, delegate: FusionDelegate) -> None:
         self.delegate = delegate
 
     def init(self, context: Context, nodes: list[NodeInfo], inputs: tuple[int, ...],
              outputs: tuple[int, ...]) -> None:
-        self.nodes: list[FusedNode] = [fused_node(n) for n in sorted(nodes, key=lambda n: n.index)]
-        self.inputs, self.outputs = inputs, outputs
-        first = self.delegate.claims.get(self.nodes[0].index)
-        self.partition = first.partition if first else 0
-        tensors = set(inputs) | {n.output for n in self.nodes}
-        self.names = {t: context.tensor(t).name for t in tensors}
-        self.literals = {}
-        for t in inputs:
-            info = context.tensor(t)
-            if info.is_constant and math.prod(info.shape) == 1:
-                self.literals[t] = float(context.view(t).reshape(-1)[0])
+        self.nodes = [fused_node(n) for n in sorted(nodes, key=lambda n: n.index)]
+        self.partition = Partition(tuple(n.index for n in self.nodes), inputs, outputs)
+        first = self.delegate.claims.get(self.partition.nodes[0])
+        self.number = first.partition if first else 0
 
     def prepare(self, context: Context) -> None:
-        shapes = {t: context.tensor(t).shape for t in self.inputs}
-        for node in self.nodes:
-            shapes[node.output] = broadcast_shapes(*(shapes[t] for t in node.inputs))
-        for t in self.outputs:
-            if context.tensor(t).shape != shapes[t]:
-                context.resize(t, shapes[t])
-        ir = KernelIR(
-            partition=self.partition,
-            values=tuple(Value(t, self.names[t], shapes[t], self.literals.get(t))
-                         for t in sorted(shapes)),
-            ops=tuple(Op(n.index, n.op, n.inputs, n.output, self._params(n, shapes))
-                      for n in self.nodes),
-            inputs=tuple(t for t in self.inputs if t not in self.literals),
-            outputs=self.outputs,
-            threads=self.delegate.kernel_threads(context))
+        nodes = ",".join(map(str, self.partition.nodes))
+        hint = (f"partition {self.number} (nodes {nodes}): {{}}; to run the model without it, "
+                f"pass exclude_nodes=\"{nodes}\" to FusionDelegate")
         try:
-            kernel = self.delegate.cache.get(ir.name, render_kernel(ir, LAYOUT))
+            ir = partition_ir(context, self.nodes, self.partition, self.number,
+                              self.delegate.kernel_threads(context))
+            source = render_kernel(ir, LAYOUT)
+        except (IRError, ValueError) as error:
+            raise KernelBuildError(hint.format(error)) from error
+        for t in ir.outputs:
+            if context.tensor(t).shape != ir.value(t).shape:
+                context.resize(t, ir.value(t).shape)
+        try:
+            kernel = self.delegate.cache.get(ir.name, source)
         except CompileError as error:
-            raise KernelCompileError(str(error), error.source_path) from error
+            raise KernelCompileError(hint.format(error), error.source_path) from error
         self.native_invoke_address = kernel.address
-        self.delegate.kernels[self.partition] = PreparedKernel(self.partition, ir, kernel)
-
-    def _params(self, node: FusedNode, shapes: dict) -> tuple:
-        """Params that depend on the current shapes (POW's integer path)."""
-        if node.op != "POW":
-            return node.params
-        base, exponent = node.inputs
-        n = integer_exponent(shapes[base], shapes[exponent], self.literals.get(exponent))
-        return tuple(sorted({**dict(node.params), "integer_exponent": n}.items()))
+        self.delegate.kernels[self.number] = PreparedKernel(self.number, ir, kernel)

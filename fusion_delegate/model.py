@@ -11,7 +11,9 @@ Conventions callers must know:
   `np.dtype(object)` carrying the TFLite type name in `dtype.metadata["tflite_type"]`
   (see `tflite_dtype`); their constant data, if any, is the raw buffer as flat uint8.
 - A CUSTOM operator's flexbuffer options travel as bytes in `options["custom_options"]`.
-- Signature defs, metadata, sparsity, intermediates and other rarely used schema fields
+- A sparse constant keeps its stored bytes as flat uint8 and its schema sparsity parameters
+  (`Tensor.sparsity`), so it round-trips unchanged.
+- Signature defs, metadata, intermediates and other rarely used schema fields
   are not kept: a read -> write round trip drops them.
 """
 
@@ -159,6 +161,8 @@ class Tensor:
     quantization: Quantization | None = None
     shape_signature: tuple[int, ...] | None = None
     is_variable: bool = False
+    #: A sparse constant's schema SparsityParametersT; `data` then holds its stored bytes.
+    sparsity: object | None = None
 
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, Tensor):
@@ -301,9 +305,8 @@ class _Reader:
         raw = self.buffers[t.buffer]
         data = None
         if raw is not None and raw.size:  # like TFLite, an empty buffer means "no data"
-            if t.sparsity is not None:
-                self.fail(f"tensor {index} '{name}' is sparse, which is not supported")
-            data = self._constant(index, name, raw, shape, dtype)
+            data = raw if t.sparsity is not None else self._constant(index, name, raw, shape,
+                                                                      dtype)
         q = t.quantization
         quantization = None
         if q is not None and q.scale is not None and len(q.scale):
@@ -314,7 +317,8 @@ class _Reader:
             quantization = Quantization(np.array(q.scale, np.float32),
                                         np.array(zero_point, np.int64), q.quantizedDimension)
         signature = None if t.shapeSignature is None else tuple(int(d) for d in t.shapeSignature)
-        return Tensor(name, shape, dtype, data, quantization, signature, bool(t.isVariable))
+        return Tensor(name, shape, dtype, data, quantization, signature, bool(t.isVariable),
+                      t.sparsity)
 
     def _constant(self, index: int, name: str, raw: np.ndarray, shape: tuple[int, ...],
                   dtype: np.dtype) -> np.ndarray:
@@ -404,7 +408,7 @@ def _options_object(options_type: str, options: dict[str, object]) -> object:
 
 def _constant_bytes(tensor: Tensor) -> np.ndarray:
     dtype = np.dtype(tensor.dtype)
-    if dtype.metadata:  # raw bytes of a type numpy lacks, as read_model returns them
+    if dtype.metadata or tensor.sparsity is not None:  # raw bytes, as read_model returns them
         return np.ascontiguousarray(tensor.data, dtype=np.uint8).reshape(-1)
     data = np.asarray(tensor.data)
     if data.shape != tuple(tensor.shape):
@@ -449,6 +453,7 @@ class _Writer:
         if t.shape_signature is not None:
             t_t.shapeSignature = [int(d) for d in t.shape_signature]
         t_t.isVariable = bool(t.is_variable)
+        t_t.sparsity = t.sparsity
         return t_t
 
     def opcode(self, op: Operator) -> int:

@@ -25,6 +25,9 @@ class FusionOptions:
     min_speedup: float = 1.2
     #: Threads for large partitions; 0: the interpreter's num_threads.
     num_threads: int = 0
+    #: Node indices never to claim, comma-separated ("12,13,20"): what an error names to step
+    #: around a partition, and how per-partition gains are measured.
+    exclude_nodes: str = ""
 
     def __post_init__(self) -> None:
         for f in fields(self):
@@ -37,6 +40,15 @@ class FusionOptions:
             raise DelegateOptionError(f"option min_speedup must be >= 0, got {self.min_speedup}")
         if self.num_threads < 0:
             raise DelegateOptionError(f"option num_threads must be >= 0, got {self.num_threads}")
+        self.excluded_nodes  # noqa: B018 - validates the list now, not at the first claim
+
+    @property
+    def excluded_nodes(self) -> frozenset[int]:
+        items = [item.strip() for item in self.exclude_nodes.split(",") if item.strip()]
+        if not all(item.isdigit() for item in items):
+            raise DelegateOptionError(f"option exclude_nodes must be node indices separated by "
+                                      f"commas, got '{self.exclude_nodes}'")
+        return frozenset(int(item) for item in items)
 
     @classmethod
     def names(cls) -> list[str]:

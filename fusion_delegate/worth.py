@@ -10,11 +10,11 @@ leave L2 and L3: an element costs several times more past them).
 - LiteRT runs op after op: each op costs its own line in its output's elements, and the first
   op pays `litert_first` on top (reading the partition's input from memory; later ops find
   theirs in cache).
-- The fused kernel is one loop: the larger of `fused`, the time of a one-op partition (fixed
-  cost and memory traffic of one input and one output), and its fixed cost plus every op's
-  compute. Loads and stores overlap the compute, so whichever is slower sets the time. An op
-  computes once per element of its output: LLVM hoists ops on broadcast operands out of the
-  inner loop. On top comes `split_us`, the fixed cost of one more XNNPACK partition: in a
+- The fused kernel is a schedule of loop nests (codegen.schedule), each over its own domain:
+  its fixed cost plus the larger of its memory time (each nest costs what `fused`, a one-op
+  partition, costs beyond its fixed cost: one input and one output) and every op's compute.
+  Loads and stores overlap the compute, so whichever is slower sets the time. An op computes
+  once per element of its output: ops on smaller shapes get their own, smaller nests. On top comes `split_us`, the fixed cost of one more XNNPACK partition: in a
   real model elementwise ops sit between ops XNNPACK runs (convolutions, matmuls), and
   claiming them cuts XNNPACK's partition in two. (Where a partition is the whole model this
   is wrong the other way, by the same few tens of ns: it only decides near-ties on tiny
@@ -34,6 +34,7 @@ import logging
 import math
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Sequence
 
 from codegen.ops import OPS, TRANSCENDENTAL
 
@@ -117,16 +118,16 @@ class CostModel:
         same = [n for n in costs.ops if (n in TRANSCENDENTAL) == expensive] or list(costs.ops)
         return costs.ops[max(same, key=lambda n: costs.ops[n].fused_ns)]
 
-    def predict(self, ops: list[tuple[str, int]], iteration_elements: int,
+    def predict(self, ops: list[tuple[str, int]], nests: Sequence[int],
                 threads: int = 1) -> Prediction:
         costs = self.costs(threads)
         per_op = [(self.op_cost(costs, name), n) for name, n in ops]
-        n = iteration_elements
-        litert = costs.litert_first.us(n, self.breaks) + sum(
+        litert = costs.litert_first.us(max(nests, default=0), self.breaks) + sum(
             cost.litert.us(elements, self.breaks) for cost, elements in per_op)
+        c0 = costs.fused.c0_us
+        memory_us = sum(costs.fused.us(n, self.breaks) - c0 for n in nests)
         compute_us = sum(cost.fused_ns * elements for cost, elements in per_op) / 1e3
-        fused = max(costs.fused.us(n, self.breaks), costs.fused.c0_us + compute_us)
-        return Prediction(litert, fused + costs.split_us)
+        return Prediction(litert, c0 + max(memory_us, compute_us) + costs.split_us)
 
 
 @functools.lru_cache(maxsize=None)
@@ -150,16 +151,16 @@ def _usable(path: str | Path | None) -> CostModel | None:
         return None
 
 
-def predict(ops: list[tuple[str, int]], iteration_elements: int, threads: int = 1,
+def predict(ops: list[tuple[str, int]], nests: Sequence[int], threads: int = 1,
             path: str | Path | None = None) -> Prediction:
     """LiteRT's and the fused kernel's predicted time for a partition.
 
-    ops: (OPS name, elements of that op's output), in partition order; iteration_elements:
-    elements of the fused loop nest; threads: the interpreter's. Never raises for a bad cost
-    model: it predicts UNKNOWN (speedup inf) and logs why, once.
+    ops: (OPS name, elements of that op's output), in partition order; nests: elements of each
+    loop nest of the kernel (codegen.schedule); threads: the interpreter's. Never raises for a
+    bad cost model: it predicts UNKNOWN (speedup inf) and logs why, once.
     """
     model = _usable(path)
-    return UNKNOWN if model is None else model.predict(ops, iteration_elements, threads)
+    return UNKNOWN if model is None else model.predict(ops, nests, threads)
 
 
 class _Parser:

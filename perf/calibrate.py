@@ -243,7 +243,7 @@ def check(model: CostModel, costs: dict, threads: int, cache_dir: str) -> list[d
             t = {m: statistics.median(s) * 1e6
                  for m, s in timed_rounds(methods, 10 * ROUNDS, CHECK_SECONDS).items()}
             litert, fused = t["litert"] - invoke - split, t["fused"] - invoke + split
-            predicted = model.predict(partition_ops(case.model), n, threads)
+            predicted = model.predict(partition_ops(case.model), [n], threads)
             rows.append({
                 "workload": name, "elements": n, "threads": threads, "ops": case.ops,
                 "measured": {"litert_us": litert, "fused_us": fused, "speedup": litert / fused,

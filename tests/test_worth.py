@@ -18,12 +18,12 @@ def data() -> dict:
 
 
 def test_one_add_on_a_tiny_tensor_does_not_pay():
-    assert predict([("ADD", 32)], 32).speedup < 1
+    assert predict([("ADD", 32)], [32]).speedup < 1
 
 
 def test_ten_op_arithmetic_chain_on_1m_elements_pays():
     n = 1 << 20
-    assert predict([(op, n) for op in ARITHMETIC_CHAIN], n).speedup > 1
+    assert predict([(op, n) for op in ARITHMETIC_CHAIN], [n]).speedup > 1
 
 
 def test_committed_model_has_every_op_and_the_machine_header(data):
@@ -39,9 +39,9 @@ def test_committed_model_has_every_op_and_the_machine_header(data):
 
 
 def test_prediction_grows_with_ops_and_elements():
-    small, large = predict([("TANH", 1000)], 1000), predict([("TANH", 10**6)], 10**6)
+    small, large = predict([("TANH", 1000)], [1000]), predict([("TANH", 10**6)], [10**6])
     assert 0 < small.litert_us < large.litert_us and 0 < small.fused_us < large.fused_us
-    longer = predict([("TANH", 10**6), ("ADD", 10**6)], 10**6)
+    longer = predict([("TANH", 10**6), ("ADD", 10**6)], [10**6])
     assert longer.litert_us > large.litert_us
 
 
@@ -65,7 +65,7 @@ def test_missing_op_takes_the_slowest_fused_op_of_its_cost_class(data, name):
     same_class = [n for n in costs.ops if (n in TRANSCENDENTAL) == (name in TRANSCENDENTAL)]
     slowest = max(same_class, key=lambda n: costs.ops[n].fused_ns)
     assert model.op_cost(costs, name) is costs.ops[slowest]
-    assert model.predict([(name, 4096)], 4096) == model.predict([(slowest, 4096)], 4096)
+    assert model.predict([(name, 4096)], [4096]) == model.predict([(slowest, 4096)], [4096])
 
 
 def test_op_unknown_to_ops_counts_as_transcendental(data):
@@ -98,15 +98,15 @@ def test_predict_never_raises_on_a_corrupt_file_but_claims_and_warns_once(tmp_pa
     path = tmp_path / "cost_model.json"
     path.write_bytes(b"\x00garbage")
     with caplog.at_level(logging.WARNING, logger="fusion_delegate"):
-        first = predict([("ADD", 32)], 32, path=path)
-        second = predict([("ADD", 32)], 32, path=path)
+        first = predict([("ADD", 32)], [32], path=path)
+        second = predict([("ADD", 32)], [32], path=path)
     assert first == second == worth.UNKNOWN
     assert math.isnan(first.litert_us) and first.speedup == math.inf
     assert len([r for r in caplog.records if str(path) in r.getMessage()]) == 1
 
 
 def test_missing_file_is_the_same_fallback(tmp_path):
-    assert predict([("ADD", 32)], 32, path=tmp_path / "absent.json") == worth.UNKNOWN
+    assert predict([("ADD", 32)], [32], path=tmp_path / "absent.json") == worth.UNKNOWN
 
 
 def test_speedup_is_litert_over_fused():

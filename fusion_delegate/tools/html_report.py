@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from html import escape
 
+from .plan import nest_shapes
 from .runner import DELEGATE_LABEL, RESOLVER_LABELS
-from .text import node_ranges, shape
+from .text import node_ranges
 
 LITERT_COLOR, DELEGATE_COLOR, IDLE_COLOR = "#8f9bb3", "#1b9e77", "#d5d9e0"
 PALETTE = ("#1b9e77", "#d95f02", "#7570b3", "#e7298a", "#66a61e", "#e6ab02", "#a6761d",
@@ -155,7 +156,7 @@ def _partition_rows(partitions: list[dict]) -> list[list[str]]:
             f'</span>{p["index"]}',
             f"<code>{escape(p['kernel'] or '-')}</code>", escape(node_ranges(p["nodes"])),
             escape(" ".join(p["ops"])),
-            escape(shape(p["iteration_shape"] or ())), _num(p["litert_us"]),
+            escape(nest_shapes(p["nests"])), _num(p["litert_us"]),
             _num(p["delegate_us"]),
             f'<span class="{"good" if ratio >= 1 else "bad"}">{ratio:.2f}x</span>',
             _num(p["gbps"], 1), escape(p["compile"])])
@@ -189,7 +190,7 @@ def render_html(data: dict) -> str:
                 "LiteRT and on the delegate.</p>",
                 hbar_chart(rows, series, "µs"),
                 "<h2>Partitions</h2>",
-                _table(["#", "kernel", "nodes", "fused ops", "iteration", "LiteRT µs",
+                _table(["#", "kernel", "nodes", "fused ops", "loop nests", "LiteRT µs",
                         "delegate µs", "speedup", "GB/s", "compile"],
                        _partition_rows(data["partitions"]), numeric={5, 6, 7, 8},
                        nowrap=frozenset({0, 1, 2, 4, 9}))]

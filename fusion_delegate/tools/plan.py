@@ -6,6 +6,8 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import asdict, dataclass
 
+from codegen.schedule import plan
+
 from ..fusion import FusionDelegate
 from ..model import Model, dtype_name
 from .text import node_ranges, shape, table
@@ -41,7 +43,7 @@ class PartitionRow:
     inputs: tuple[int, ...]
     outputs: tuple[int, ...]
     kernel: str | None = None    # the rest is known once the kernel was prepared
-    iteration_shape: tuple[int, ...] | None = None
+    nests: list[tuple[int, ...]] | None = None    # each loop nest's domain
     bytes_moved: int | None = None
     compile_seconds: float | None = None
     cache_hit: str | None = None
@@ -113,7 +115,7 @@ def describe(model: Model, delegate: FusionDelegate) -> Plan:
         if prepared is not None:
             kernel = prepared.kernel
             row.kernel = prepared.ir.name
-            row.iteration_shape = tuple(prepared.ir.iteration_shape)
+            row.nests = [nest.domain for nest in plan(prepared.ir).nests]
             row.bytes_moved = prepared.ir.bytes_moved()
             row.compile_seconds = kernel.compile_seconds
             row.cache_hit = kernel.cache_hit
@@ -133,11 +135,16 @@ def node_lines(plan: Plan) -> list[str]:
 
 def partition_lines(plan: Plan, indent: int = 0) -> list[str]:
     rows = [(p.index, node_ranges(p.nodes), len(p.nodes),
-             shape(p.iteration_shape) if p.iteration_shape else "?", p.kernel or "-",
+             nest_shapes(p.nests), p.kernel or "-",
              p.compile_note, " ".join(p.ops))
             for p in plan.partitions]
-    return table(("partition", "nodes", "#", "iteration", "kernel", "compile", "fused ops"),
+    return table(("partition", "nodes", "#", "loop nests", "kernel", "compile", "fused ops"),
                  rows, align="rlr", indent=indent)
+
+
+def nest_shapes(nests: list[tuple[int, ...]] | None) -> str:
+    """`[16] [56,56,16]`: the domain of each loop nest, or ? before the kernel is prepared."""
+    return " ".join(shape(domain) for domain in nests) if nests else "?"
 
 
 def nothing_claimed_note(plan: Plan) -> str:

@@ -1,0 +1,141 @@
+"""codegen.schedule: a kernel as loop nests over their own domains, and the kernels it makes in
+the real interpreter (LiteRT's builtin kernels are the oracle)."""
+import numpy as np
+import pytest
+
+from conftest import builtin_interpreter, run, same_bits
+from codegen.ir import KernelIR, Op, Value
+from codegen.render import TensorTableLayout, render_kernel
+from codegen.schedule import TILE, plan
+from fusion_delegate import FusionDelegate
+from fusion_delegate.model import ModelBuilder
+
+NONE = {"fused_activation_function": 0}
+RELU6 = {"fused_activation_function": 3}
+LAYOUT = TensorTableLayout(context_tensors_offset=16, tensor_size=112, tensor_data_offset=8)
+
+
+@pytest.fixture(scope="module")
+def cache_dir(tmp_path_factory):
+    return str(tmp_path_factory.mktemp("kernels"))
+
+
+def ir_of(values: dict[int, tuple[int, ...]], ops, inputs, outputs) -> KernelIR:
+    return KernelIR(0, tuple(Value(t, f"t{t}", shape) for t, shape in sorted(values.items())),
+                    tuple(Op(n, op, ins, out, (("activation", 0),) if op in ("ADD", "MUL") else ())
+                          for n, (op, ins, out) in enumerate(ops)), inputs, outputs)
+
+
+def test_branches_of_shapes_that_do_not_broadcast_get_a_nest_each():
+    ir = ir_of({0: (1, 24, 24, 24), 1: (1, 48, 48, 48), 2: (1, 24, 24, 24), 3: (1, 48, 48, 48)},
+               [("RELU", (0,), 2), ("RELU", (1,), 3)], inputs=(0, 1), outputs=(2, 3))
+    schedule = plan(ir)
+    assert [nest.domain for nest in schedule.nests] == [(24, 24, 24), (48, 48, 48)]
+    assert schedule.buffers == ()
+    source = render_kernel(ir, LAYOUT)
+    assert "# Nest 1 over [24, 24, 24] as [13824]: RELU -> t2" in source
+    assert "# Nest 2 over [48, 48, 48] as [110592]: RELU -> t3" in source
+
+
+def test_an_op_on_a_smaller_shape_is_computed_once_at_its_own_shape():
+    """The squeeze-excite gate: LOGISTIC of [1,1,1,C] once per channel, not per pixel."""
+    ir = ir_of({0: (1, 8, 8, 24), 1: (1, 1, 1, 24), 2: (1, 1, 1, 24), 3: (1, 8, 8, 24)},
+               [("LOGISTIC", (1,), 2), ("MUL", (0, 2), 3)], inputs=(0, 1), outputs=(3,))
+    first, second = plan(ir).nests
+    assert first.domain == (24,) and [op.op for op in first.ops] == ["LOGISTIC"]
+    assert first.writes == (2,) and plan(ir).buffers == ((2, 24),)
+    assert second.domain == (8, 8, 24) and second.periodic == ((2, 24),)
+    source = render_kernel(ir, LAYOUT)
+    assert source.count("logistic_eigen(") == 1 and "t2[i0] = logistic_eigen(t1[i0])" in source
+
+
+def test_nests_run_after_what_they_read_whatever_the_op_order():
+    """y = x + b; gate = f(s); out = y * gate: the gate's nest first, then one nest for both."""
+    ir = ir_of({0: (6, 16), 1: (16,), 2: (6, 16), 3: (16,), 4: (16,), 5: (6, 16)},
+               [("ADD", (0, 1), 2), ("TANH", (3,), 4), ("MUL", (2, 4), 5)],
+               inputs=(0, 1, 3), outputs=(5,))
+    nests = plan(ir).nests
+    assert [n.domain for n in nests] == [(16,), (6, 16)]
+    assert [op.op for op in nests[1].ops] == ["ADD", "MUL"]
+
+
+@pytest.mark.parametrize("channels", [8, 16, 24, 32, 64, 96])
+def test_short_channel_dims_are_tiled_into_long_inner_loops(channels):
+    ir = ir_of({0: (1, 40, 40, channels), 1: (channels,), 2: (1, 40, 40, channels)},
+               [("ADD", (0, 1), 2)], inputs=(0, 1), outputs=(2,))
+    (nest,) = plan(ir).nests
+    assert nest.loops.sizes == (40 * 40 * channels,)
+    assert nest.tile % channels == 0 and TILE <= nest.tile < TILE + channels
+    assert nest.periodic == ((1, channels),)
+
+
+def test_long_rows_and_row_statistics_are_not_row_tiled():
+    wide = ir_of({0: (10, 512), 1: (512,), 2: (10, 512)}, [("ADD", (0, 1), 2)], (0, 1), (2,))
+    rows = ir_of({0: (10, 16), 1: (10, 1), 2: (16,), 3: (10, 16), 4: (10, 16)},
+                 [("SUB", (0, 1), 3), ("MUL", (3, 2), 4)], (0, 1, 2), (4,))
+    assert plan(wide).nests[0].tile == 0
+    assert plan(rows).nests[0].periodic == () and plan(rows).nests[0].loops.sizes == (10, 16)
+
+
+def two_branches(first: tuple[int, ...], second: tuple[int, ...]) -> bytes:
+    """Independent chains of shapes that do not broadcast, as TFLite puts them in one
+    partition (the MediaPipe face models)."""
+    b = ModelBuilder()
+    x, y = b.input("x", first), b.input("y", second)
+    for name, value in (("a", x), ("b", y)):
+        h = b.op("MUL", [value, b.const(f"{name}_scale", np.float32(1.5))], NONE)
+        b.output(b.op("ADD", [h, b.const(f"{name}_bias", np.float32(0.25))], RELU6,
+                      name=f"{name}_out"))
+    return b.to_bytes()
+
+
+def test_a_partition_of_branches_with_different_shapes_runs(cache_dir, rng):
+    model = two_branches((1, 24, 24, 24), (1, 48, 48, 48))
+    delegate = FusionDelegate(cache_dir=cache_dir, min_speedup=0.0)
+    interpreter = builtin_interpreter(model, [delegate])
+    assert delegate.summary() == "4 of 4 nodes delegated in 1 partitions"
+    inputs = [rng.standard_normal((1, 24, 24, 24)).astype(np.float32) * 4,
+              rng.standard_normal((1, 48, 48, 48)).astype(np.float32) * 4]
+    for got, want in zip(run(interpreter, inputs), run(builtin_interpreter(model), inputs)):
+        assert same_bits(got, want)
+
+
+def per_channel_gate(shape: tuple[int, ...]) -> bytes:
+    """bias + RELU6, per-channel scale, and a squeeze-excite gate LOGISTIC(s[1,1,1,C])."""
+    channels = shape[-1]
+    b = ModelBuilder()
+    x, s = b.input("x", shape), b.input("s", (1, 1, 1, channels))
+    bias = b.const("bias", np.linspace(-1, 1, channels, dtype=np.float32))
+    scale = b.const("scale", np.linspace(0.5, 2, channels, dtype=np.float32))
+    h = b.op("MUL", [b.op("ADD", [x, bias], RELU6), scale], NONE)
+    b.output(b.op("MUL", [h, b.op("LOGISTIC", [s], name="gate")], NONE, name="out"))
+    return b.to_bytes()
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+@pytest.mark.parametrize("shape", [(1, 37, 41, 8), (1, 56, 56, 16), (1, 29, 31, 24),
+                                   (1, 64, 33, 96), (1, 3, 5, 300)])
+def test_per_channel_and_gate_chains_match_litert_bit_for_bit(cache_dir, rng, shape, threads):
+    """Odd row counts leave a partial last tile; 2 threads split the tiles."""
+    model = per_channel_gate(shape)
+    delegate = FusionDelegate(cache_dir=cache_dir, min_speedup=0.0, num_threads=threads)
+    interpreter = builtin_interpreter(model, [delegate], num_threads=threads)
+    assert delegate.summary() == "4 of 4 nodes delegated in 1 partitions"
+    inputs = [rng.standard_normal(shape).astype(np.float32) * 4,
+              rng.standard_normal((1, 1, 1, shape[-1])).astype(np.float32) * 4]
+    got, = run(interpreter, inputs)
+    want, = run(builtin_interpreter(model), inputs)
+    # LOGISTIC: LiteRT's result depends on the element's position (README); the gate is
+    # computed on C elements here, so compare against the op table's tolerance.
+    ulp = np.spacing(np.abs(want)).astype(np.float32)
+    assert np.all(np.abs(got - want) <= 8 * ulp * 3)
+
+
+def test_exclude_nodes_leaves_those_nodes_to_litert(cache_dir):
+    model = per_channel_gate((1, 8, 8, 16))
+    delegate = FusionDelegate(cache_dir=cache_dir, min_speedup=0.0, exclude_nodes="2",
+                              min_nodes_per_partition=1)
+    builtin_interpreter(model, [delegate])
+    reasons = {index: claim.reason for index, claim in delegate.claims.items()}
+    assert reasons[2] == "excluded by the exclude_nodes option"
+    assert sum(reason is None for reason in reasons.values()) == 3
