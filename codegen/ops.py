@@ -79,6 +79,8 @@ class OpSpec:
         expr = template.format(**dict(zip("ab", args)), **values)
         if self.fused_activation and not (fast and self.clamps_overflow_only(params)):
             _, lo, hi = ACTIVATIONS[params.get("activation", 0)]
+            if self.clamps_overflow_only(params):
+                return f"clamp_overflow({expr})"
             expr = f"clamp({expr}, {literal(lo)}, {literal(hi)})"
         return expr
 
@@ -150,7 +152,7 @@ TRANSCENDENTAL = frozenset(name for name, spec in OPS.items() if spec.cost >= 10
 # Names the expressions may call, and the module each comes from (the renderer imports them).
 HELPER_MODULES: dict[str, str] = {
     **{name: "codegen.scalar" for name in (
-        "clamp", "maximum", "minimum", "relu", "relu6", "relu_n1_to_1", "relu_0_to_1",
+        "clamp", "clamp_overflow", "maximum", "minimum", "relu", "relu6", "relu_n1_to_1", "relu_0_to_1",
         "leaky_relu", "prelu", "hard_swish", "elu", "sign", "round_half_even", "rsqrt",
         "pow_tflite", "tanh_eigen", "logistic_eigen", "gelu", "nonfinite")},
     **{name: "codegen.mathf32" for name in (

@@ -28,8 +28,8 @@ PARALLEL_MIN_ELEMENTS = 1 << 16
 #: Helpers the generated code calls: the op table's, and the row-tile copy (schedule.Nest).
 KERNEL_HELPERS = {**HELPER_MODULES, "repeated": "codegen.scalar"}
 RESERVED = {"np", "carray", "cfunc", "njit", "prange", "context", "node", "tensors", "range",
-            "min", "max", "misses", "part", "tile", "start", "stop", "FLT_MAX", "NAN", "INF",
-            *KERNEL_HELPERS}
+            "min", "max", "misses", "part", "tile", "start", "stop", "base", "FLT_MAX", "NAN",
+            "INF", *KERNEL_HELPERS}
 
 
 @dataclass(frozen=True)
@@ -64,7 +64,8 @@ def identifiers(ir: KernelIR) -> dict[int, str]:
     for value in sorted(ir.values, key=lambda v: v.tensor):
         base = re.sub(r"[^0-9a-zA-Z]+", "_", value.name.split("/")[-1] or "").strip("_").lower()
         base = base[:NAME_LIMIT].rstrip("_")
-        if not base or base[0].isdigit() or keyword.iskeyword(base) or re.fullmatch(r"i\d+", base):
+        if (not base or base[0].isdigit() or keyword.iskeyword(base)
+                or re.fullmatch(r"i\d+|base_\d+", base)):
             base = f"t{value.tensor}"
         name, suffix = base, 1
         while name in taken:
@@ -128,11 +129,14 @@ def render_kernel(ir: KernelIR, layout: TensorTableLayout) -> str:
 
 @dataclass(frozen=True)
 class NestNames:
-    """A nest's local arrays: tile buffers carrying values from one stage to a later one of
-    the same tile (partition outputs and nest buffers are read back instead), and the
-    row-tile copies of its periodic operands."""
-    tiles: dict
+    """A nest's local arrays: stage buffers carrying values from one stage to a later one of
+    the same tile (partition outputs and nest buffers are read back instead), the row-tile
+    copies of its periodic operands, and, tiled, each tile's slice of the arrays it reads and
+    writes along the innermost loop (indices from 0 in a slice are what LLVM can prove
+    non-negative, so numba's negative-index wraparound vanishes and the loop vectorises)."""
+    stages: dict
     rows: dict
+    slices: dict
 
 
 def nest_names(schedule: Schedule, names: dict[int, str]) -> list[NestNames]:
@@ -150,13 +154,17 @@ def nest_names(schedule: Schedule, names: dict[int, str]) -> list[NestNames]:
         stage_of = {op.output: n for n, group in enumerate(nest.stages) for op in group}
         crossing = sorted({t for n, group in enumerate(nest.stages) for op in group
                            for t in op.inputs if stage_of.get(t, n) < n} - set(nest.writes))
-        result.append(NestNames({t: fresh(f"{names[t]}_tile") for t in crossing},
-                                {t: fresh(f"{names[t]}_rows") for t, _ in nest.periodic}))
+        inner = len(nest.loops.sizes) - 1
+        sliced = [t for t in (*nest.reads, *nest.writes) if nest.tile and t not in
+                  dict(nest.periodic) and not nest.loops.broadcast[t][inner]]
+        result.append(NestNames({t: fresh(f"{names[t]}_buf") for t in crossing},
+                                {t: fresh(f"{names[t]}_rows") for t, _ in nest.periodic},
+                                {t: fresh(f"{names[t]}_t") for t in dict.fromkeys(sliced)}))
     return result
 
 
 def tile_allocations(nest: Nest, local: NestNames) -> list[str]:
-    return [f"{name} = np.empty({nest.tile}, np.float32)" for name in local.tiles.values()]
+    return [f"{name} = np.empty({nest.tile}, np.float32)" for name in local.stages.values()]
 
 
 def nest_blocks(ir: KernelIR, names: dict[int, str], schedule: Schedule, threads: list[int],
@@ -171,7 +179,7 @@ def nest_blocks(ir: KernelIR, names: dict[int, str], schedule: Schedule, threads
         lines += [*nest_comment(names, nest, number, n),
                   *(f"{rows} = repeated({names[t]}, {nest.tile})"
                     for t, rows in nest_local.rows.items()),
-                  *loop_nest(nest, n, nest_local, bodies)]
+                  *loop_nest(nest, n, names, nest_local, bodies)]
     return lines
 
 
@@ -263,8 +271,8 @@ def outer_levels(nest: Nest) -> list[tuple[str, int]]:
     return levels + [(f"i{len(sizes) - 1}", sizes[-1])]
 
 
-def loop_nest(nest: Nest, threads: int, local: NestNames, bodies: list[list[str]]
-              ) -> list[str]:
+def loop_nest(nest: Nest, threads: int, names: dict[int, str], local: NestNames,
+              bodies: list[list[str]]) -> list[str]:
     """The loops around the stage bodies. Tiled, the innermost dimension runs tile by tile,
     each stage's loop over the whole tile before the next stage's. With threads, the outermost
     loop is cut into one contiguous part per thread, a prange over the parts (numba's pool
@@ -288,16 +296,28 @@ def loop_nest(nest: Nest, threads: int, local: NestNames, bodies: list[list[str]
         return lines + [pad + line for line in bodies[0]]
     lines += [f"{pad}start = tile * {nest.tile}",
               f"{pad}stop = min(start + {nest.tile}, {nest.loops.sizes[inner]})"]
+    bases = {index(nest, t, inner=False) for t in local.slices} - {"0"}
+    base_names = {base: f"base_{k}" if len(bases) > 1 else "base"
+                  for k, base in enumerate(sorted(bases), 1)}
+    width = LINE_LIMIT - len(pad)
+    for base, name in base_names.items():
+        lines += [pad + line for line in assignment(name, base, width)]
+    for t, name in local.slices.items():
+        base = base_names.get(index(nest, t, inner=False))
+        bounds = f"{base} + start:{base} + stop" if base else "start:stop"
+        lines.append(f"{pad}{name} = {names[t]}[{bounds}]")
     for body in bodies:
-        lines.append(f"{pad}for i{inner} in range(start, stop):")
+        lines.append(f"{pad}for i{inner} in range(stop - start):")
         lines += [pad + INDENT + line for line in body]
     return lines
 
 
-def index(nest: Nest, tensor: int) -> str:
-    """The flat element index of `tensor` in the nest: `i0 * 16 + i1`, or 0 for one value."""
+def index(nest: Nest, tensor: int, inner: bool = True) -> str:
+    """The flat element index of `tensor` in the nest: `i0 * 16 + i1`, or 0 for one value;
+    without `inner`, that of the innermost loop's first element."""
+    last = len(nest.loops.sizes) - 1
     terms = [f"i{d} * {stride}" if stride != 1 else f"i{d}"
-             for d, stride in nest.loops.strides(tensor)]
+             for d, stride in nest.loops.strides(tensor) if inner or d != last]
     return " + ".join(terms) or "0"
 
 
@@ -357,17 +377,16 @@ def loop_body(ir: KernelIR, names: dict[int, str], nest: Nest, local: NestNames,
         if value.literal is not None:
             exprs[value.tensor] = literal(value.literal)
     for t in nest.reads:
-        exprs[t] = (f"{local.rows[t]}[{inner} - start]" if t in local.rows
-                    else f"{names[t]}[{index(nest, t)}]")
+        exprs[t] = element(names, nest, local, t)
     bodies = []
     for ops in nest.stages:
         lines, misses = [], []
         for op in ops:
             target = names[op.output]
             if op.output in nest.writes:
-                target = f"{target}[{index(nest, op.output)}]"
-            elif op.output in local.tiles:
-                target = f"{local.tiles[op.output]}[{inner} - start]"
+                target = element(names, nest, local, op.output)
+            elif op.output in local.stages:
+                target = f"{local.stages[op.output]}[{inner}]"
             args = [exprs[t] for t in op.inputs]
             if fast and op.node in fast.guarded:
                 misses.append(op.spec.guard.format(a=args[0]))
@@ -384,6 +403,16 @@ def loop_body(ir: KernelIR, names: dict[int, str], nest: Nest, local: NestNames,
                 lines += wrap_call("misses = max(misses, max(", misses, "))", width=width)
         bodies.append(lines)
     return bodies
+
+
+def element(names: dict[int, str], nest: Nest, local: NestNames, tensor: int) -> str:
+    """How the loop body reads or writes one element of an array of the nest."""
+    inner = f"i{len(nest.loops.sizes) - 1}"
+    if tensor in local.rows:
+        return f"{local.rows[tensor]}[{inner}]"
+    if tensor in local.slices:
+        return f"{local.slices[tensor]}[{inner}]"
+    return f"{names[tensor]}[{index(nest, tensor)}]"
 
 
 def module_imports(body: list[str], parallel: bool) -> list[str]:

@@ -26,10 +26,15 @@ from dataclasses import dataclass
 from .ir import IRError, KernelIR, Op
 from .ops import TRANSCENDENTAL
 
-#: Innermost loops shorter than this are made longer: row tiles, or stage tiles of this size.
+#: Innermost loops shorter than this are made longer, by row tiles of about ROW_TILE elements
+#: (long enough that each tile's loop setup is small against its work); stage tiles are TILE.
 TILE = 256
+ROW_TILE = 1024
 #: Stages need an innermost dimension at least this long, else one loop does better.
 TILE_MIN = 64
+#: Elements of one iteration of LLVM's vectorised loop (16 float32 lanes, interleaved 4 times):
+#: row tiles are a multiple of it, so no element of a whole tile runs in the scalar remainder.
+VECTOR_BLOCK = 64
 
 
 @dataclass(frozen=True)
@@ -162,7 +167,8 @@ def _loops(ir: KernelIR, domain: tuple[int, ...], ops: tuple[Op, ...], reads: tu
     if _row_tileable(loops):
         rows, period = loops.sizes
         periodic = tuple((t, period) for t, mask in loops.broadcast.items() if mask == (True, False))
-        tile = period * min(rows, -(-TILE // period))
+        unit = math.lcm(period, VECTOR_BLOCK)
+        tile = min(rows * period, unit * -(-ROW_TILE // unit))
         loops = LoopNest((rows * period,), {t: (mask == (True, True),)
                                             for t, mask in loops.broadcast.items()})
     stages = _stages(ops, loops)

@@ -33,13 +33,15 @@ import fusion_delegate  # noqa: E402
 from fusion_delegate import FusionDelegate  # noqa: E402
 from perf.timing import (MIN_ROUNDS, Samples, copy_bandwidth, interleaved,  # noqa: E402
                          last_level_cache_bytes)
-from perf.workloads import TINY, WORKLOADS, Case, Workload  # noqa: E402
+from perf.workloads import (CHANNEL_COUNTS, CHANNEL_WORKLOADS, TINY, WORKLOADS, Case,  # noqa: E402
+                            Workload)
 
 DEFAULT, BUILTIN, DELEGATE, BOUND = "litert_default", "litert_builtin", "delegate", "bound"
 # The delegate as a user gets it: its cost model leaves partitions it predicts to lose to LiteRT.
 DELEGATE_DEFAULTS = "delegate_defaults"
 METHODS = (DEFAULT, BUILTIN, DELEGATE, DELEGATE_DEFAULTS)
 TINY_ELEMENTS = 32
+ALL_WORKLOADS = {**WORKLOADS, **CHANNEL_WORKLOADS}
 
 
 @dataclass(frozen=True)
@@ -349,6 +351,8 @@ def write_report(path: Path, meta: dict, results: list[CaseResult], bandwidth: f
                   "bytes_moved", "rounds",
                   "max_rel_err default", "max_rel_err delegate"), checks),
         "\n".join(f"- `{w.name}`: {w.description}" for w in WORKLOADS.values()),
+        "- `*_cN`: `bias_relu6_scale` and `se_gate` (x * LOGISTIC(s), s one value per channel) "
+        f"with N channels, N in {', '.join(map(str, CHANNEL_COUNTS))}",
         f"## Invoke overhead ({TINY.name}, {TINY_ELEMENTS} elements)", TINY.description,
         markdown(TINY_COLUMNS, tiny_rows(tiny)),
         "Per-invoke time of `interpreter.invoke()` from Python (its own call overhead included), "
@@ -369,7 +373,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--quick", action="store_true", help="small sizes, few rounds")
     parser.add_argument("--sizes", nargs="+", type=parse_size, help="elements, e.g. 16K 256K 4M")
-    parser.add_argument("--workloads", nargs="+", choices=sorted(WORKLOADS))
+    parser.add_argument("--workloads", nargs="+", choices=sorted(ALL_WORKLOADS),
+                        help="default: all, the short-channel ones included")
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--out", type=Path, default=ROOT / "perf" / "RESULTS.md")
     parser.add_argument("--json", type=Path, help="default: results.json beside --out")
@@ -435,7 +440,7 @@ def main(argv: list[str] | None = None) -> None:
     preset = QUICK if args.quick else FULL
     config = Config(**{**preset, "sizes": tuple(args.sizes or preset["sizes"])},
                     threads=args.threads)
-    workloads = [WORKLOADS[name] for name in (args.workloads or WORKLOADS)]
+    workloads = [ALL_WORKLOADS[name] for name in (args.workloads or ALL_WORKLOADS)]
     run = measure(config, workloads)
     meta = metadata(config, workloads, run)
     print_tables(meta, run)

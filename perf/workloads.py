@@ -121,6 +121,13 @@ def layernorm_tail(g: Graph) -> int:
     return g.op("ADD", g.op("MUL", normed, g.per_channel(0.5, 1.5)), g.per_channel(-0.5, 0.5))
 
 
+def se_gate(g: Graph) -> int:
+    """A squeeze-excite gate: x * LOGISTIC(s), s one value per channel ([1, channels])."""
+    x = g.normal_input("x", 2.0)
+    s = g.input("s", g.rng.standard_normal((1, g.channels)) * 2.0)
+    return g.op("MUL", x, g.op("LOGISTIC", s))
+
+
 def transcendental(g: Graph) -> int:
     """Six transcendental ops out of nine, all inside their well-conditioned ranges."""
     x = g.normal_input("x", 2.0)
@@ -141,6 +148,7 @@ def add_mul(g: Graph) -> int:
 class Workload:
     name: str
     body: Callable[[Graph], int]
+    channels: int = CHANNELS
 
     @property
     def description(self) -> str:
@@ -148,12 +156,12 @@ class Workload:
         return " ".join((self.body.__doc__ or "").split("\n\n")[0].split())
 
     def case(self, elements: int, seed: int = 0) -> Case:
-        """The model at `elements` elements: [elements / 256, 256], or [1, elements] if small."""
-        channels = min(CHANNELS, elements)
-        if elements % channels:
-            raise ValueError(f"{elements} elements is not a multiple of {channels} channels")
-        graph = Graph(self.name, elements // channels, channels, seed)
-        return graph.case(self.body(graph), elements)
+        """The model at about `elements` elements: [elements // channels, channels], or
+        [1, elements] if small."""
+        channels = min(self.channels, elements)
+        rows = max(1, elements // channels)       # whole rows: about `elements` if C is odd
+        graph = Graph(self.name, rows, channels, seed)
+        return graph.case(self.body(graph), rows * channels)
 
 
 WORKLOADS: dict[str, Workload] = {w.name: w for w in (
@@ -165,6 +173,12 @@ WORKLOADS: dict[str, Workload] = {w.name: w for w in (
     Workload("layernorm_tail", layernorm_tail),
     Workload("transcendental", transcendental),
 )}
+
+#: Per-channel math with short channel dims, as in mobile CNNs: the schedule's row tiles.
+CHANNEL_COUNTS = (8, 16, 24, 32, 64, 96)
+CHANNEL_WORKLOADS: dict[str, Workload] = {w.name: w for w in (
+    Workload(f"{body.__name__}_c{c}", body, c)
+    for body in (bias_relu6_scale, se_gate) for c in CHANNEL_COUNTS)}
 
 #: The invoke-overhead workload, run on a tiny tensor; not part of the size sweep.
 TINY = Workload("add_mul", add_mul)

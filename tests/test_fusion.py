@@ -258,7 +258,7 @@ def test_the_exact_loop_runs_when_the_fast_loop_could_differ(cache_dir):
 @pytest.mark.parametrize("shape, threads", [((700,), 1), ((3, 300), 1), ((1 << 17,), 2),
                                             ((4, 40000), 2)])
 def test_transcendental_stages_run_tile_by_tile(cache_dir, rng, shape, threads):
-    """Several transcendental ops: one loop per stage over tiles (codegen.render.Stages),
+    """Several transcendental ops: one loop per stage over tiles (codegen.schedule stages),
     with a partial last tile, per-row broadcasts and threads."""
     b = ModelBuilder()
     x = b.input("x", shape)
@@ -273,7 +273,7 @@ def test_transcendental_stages_run_tile_by_tile(cache_dir, rng, shape, threads):
               rng.standard_normal(shape[:-1] + (1,)).astype(np.float32)]
     got = run(builtin_interpreter(model, [delegate], num_threads=threads), inputs)
     source = delegate.kernels[0].kernel.source
-    assert "for tile in" in source and "mul_0_tile" not in source and "tanh_1_tile" in source
+    assert "for tile in" in source and "mul_0_buf" not in source and "tanh_1_buf" in source
     assert ("prange" in source) == (threads > 1)
     for fused, want in zip(got, run(builtin_interpreter(model), inputs)):
         np.testing.assert_allclose(fused, want, rtol=4e-6, atol=1e-37)

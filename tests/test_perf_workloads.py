@@ -9,7 +9,7 @@ from conftest import run
 from fusion_delegate import FusionDelegate
 from perf import suite
 from perf.timing import MIN_ROUNDS, interleaved
-from perf.workloads import TINY, WORKLOADS, Case
+from perf.workloads import CHANNEL_WORKLOADS, TINY, WORKLOADS, Case
 
 SMALL = 4 * 256
 
@@ -60,9 +60,18 @@ def test_layernorm_tail_takes_row_statistics_as_inputs():
         "x": (4, 256), "mean": (4, 1), "var": (4, 1)}
 
 
-def test_size_that_is_not_whole_channels_is_refused():
-    with pytest.raises(ValueError, match="multiple of 256"):
-        WORKLOADS["swish"].case(1000)
+def test_a_size_that_is_not_whole_channels_is_whole_rows_below_it():
+    case = WORKLOADS["swish"].case(1000)
+    assert case.elements == 768 and case.inputs["x"].shape == (3, 256)
+
+
+@pytest.mark.parametrize("name", sorted(CHANNEL_WORKLOADS))
+def test_channel_workloads_are_claimed_whole_and_match_builtin(name):
+    case = CHANNEL_WORKLOADS[name].case(SMALL)
+    assert case.inputs["x"].shape[1] == CHANNEL_WORKLOADS[name].channels
+    fused, delegate = delegated(case)
+    assert {c.reason for c in delegate.claims.values()} == {None}, delegate.summary()
+    assert_close(fused, outputs(case, suite.BUILTIN))
 
 
 def test_sizes_parse_and_print_with_k_and_m():

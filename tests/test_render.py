@@ -30,7 +30,7 @@ def test_a_chain_of_arithmetic_is_checked_only_at_its_output():
     assert FastPath.of(ir) == FastPath(dropped=3, checked=(4,), guarded=())
     source = render_kernel(ir, LAYOUT)
     assert "misses = max(misses, nonfinite(t4[i0]))" in source
-    assert source.count("clamp(") == 3                  # all in the exact loop
+    assert source.count("clamp_overflow(") == 3         # all in the exact loop
 
 
 def test_values_are_checked_where_an_op_would_absorb_an_inf():

@@ -1,12 +1,14 @@
 """codegen.schedule: a kernel as loop nests over their own domains, and the kernels it makes in
 the real interpreter (LiteRT's builtin kernels are the oracle)."""
+import math
+
 import numpy as np
 import pytest
 
 from conftest import builtin_interpreter, run, same_bits
 from codegen.ir import KernelIR, Op, Value
 from codegen.render import TensorTableLayout, render_kernel
-from codegen.schedule import TILE, plan
+from codegen.schedule import ROW_TILE, VECTOR_BLOCK, plan
 from fusion_delegate import FusionDelegate
 from fusion_delegate.model import ModelBuilder
 
@@ -65,7 +67,8 @@ def test_short_channel_dims_are_tiled_into_long_inner_loops(channels):
                [("ADD", (0, 1), 2)], inputs=(0, 1), outputs=(2,))
     (nest,) = plan(ir).nests
     assert nest.loops.sizes == (40 * 40 * channels,)
-    assert nest.tile % channels == 0 and TILE <= nest.tile < TILE + channels
+    unit = math.lcm(channels, VECTOR_BLOCK)     # whole rows, whole vector iterations
+    assert nest.tile % unit == 0 and ROW_TILE <= nest.tile < ROW_TILE + unit
     assert nest.periodic == ((1, channels),)
 
 
