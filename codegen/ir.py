@@ -9,9 +9,12 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
-from .ops import OPS
+from .ops import KERNEL_OPS, OPS
 
 MAX_RANK = 6
+
+
+DTYPES = ("float32", "int8", "uint8")
 
 
 @dataclass(frozen=True)
@@ -20,7 +23,13 @@ class Value:
     tensor: int                       # tensor index in the model
     name: str                         # the model's tensor name (for readable identifiers)
     shape: tuple[int, ...]
-    literal: float | None = None      # a one-element constant, emitted as a float32 literal
+    literal: float | int | None = None  # a one-element constant, emitted as a literal
+    dtype: str = "float32"            # one of DTYPES
+    quant: object = None              # codegen.quant.QParams of an int8/uint8 tensor
+
+    @property
+    def quantized(self) -> bool:
+        return self.dtype != "float32"
 
 
 @dataclass(frozen=True)
@@ -34,7 +43,7 @@ class Op:
 
     @property
     def spec(self):
-        return OPS[self.op]
+        return OPS.get(self.op) or KERNEL_OPS[self.op]
 
 
 @dataclass(frozen=True)
@@ -67,8 +76,8 @@ class KernelIR:
 
     def bytes_moved(self) -> int:
         """Bytes read and written once each: the memory-bandwidth lower bound of the kernel."""
-        itemsize = 4
-        return itemsize * sum(math.prod(self.value(t).shape) for t in self.inputs + self.outputs)
+        return sum(math.prod(self.value(t).shape) * (4 if self.value(t).dtype == "float32" else 1)
+                   for t in self.inputs + self.outputs)
 
 
 class IRError(ValueError):
@@ -92,11 +101,13 @@ def verify(ir: KernelIR) -> None:
     """Check arity, defined-before-use and shapes against OPS before rendering."""
     defined = {v.tensor for v in ir.values if v.literal is not None} | set(ir.inputs)
     for op in ir.ops:
-        spec = OPS.get(op.op)
+        spec = OPS.get(op.op) or KERNEL_OPS.get(op.op)
         where = f"node {op.node} ({op.op})"
         if spec is None:
             raise IRError(f"{where}: no such op in OPS")
-        if len(op.inputs) != spec.arity:
+        if op.op in OPS and any(ir.value(t).quantized for t in (*op.inputs, op.output)):
+            raise IRError(f"{where}: quantized operands: lower the IR first (codegen.lower)")
+        if spec.arity and len(op.inputs) != spec.arity:
             raise IRError(f"{where}: {len(op.inputs)} inputs, {op.op} takes {spec.arity}")
         missing = [t for t in op.inputs if t not in defined]
         if missing:

@@ -39,12 +39,20 @@ def store_i64(typingctx, address, value):
     return types.void(types.int64, types.int64), codegen
 
 
-@intrinsic
-def float32_pointer(typingctx, address):
-    """`address` as a float32*, for numba.carray."""
-    def codegen(context, builder, signature, args):
-        return builder.inttoptr(args[0], ir.FloatType().as_pointer())
-    return types.CPointer(types.float32)(types.int64), codegen
+def _pointer(element: types.Type, llvm_element: ir.Type):
+    def typed(typingctx, address):
+        def codegen(context, builder, signature, args):
+            return builder.inttoptr(args[0], llvm_element.as_pointer())
+        return types.CPointer(element)(types.int64), codegen
+    typed.__doc__ = f"`address` as a {element}*, for numba.carray."
+    return intrinsic(typed)
+
+
+float32_pointer = _pointer(types.float32, ir.FloatType())
+int8_pointer = _pointer(types.int8, ir.IntType(8))
+uint8_pointer = _pointer(types.uint8, ir.IntType(8))
+#: The pointer intrinsic of each tensor dtype a kernel reads or writes.
+POINTERS = {"float32": "float32_pointer", "int8": "int8_pointer", "uint8": "uint8_pointer"}
 
 
 @intrinsic

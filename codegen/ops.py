@@ -147,6 +147,14 @@ OPS: dict[str, OpSpec] = {spec.name: spec for spec in (
 
 OPS_BY_CODE: dict[int, OpSpec] = {spec.code: spec for spec in OPS.values()}
 
+# Ops codegen.lower makes of quantized nodes; not TFLite ops (code -1). LUT: a 256-entry table
+# indexed by an int8/uint8 operand, every unary op and chain of them; QCALL: a codegen.fixedpoint
+# helper over its operands (binary int8 ops, QUANTIZE from float), any arity.
+KERNEL_OPS: dict[str, OpSpec] = {spec.name: spec for spec in (
+    OpSpec("LUT", -1, 1, "", lambda a, b, p: None, dtypes=("int8", "uint8")),
+    OpSpec("QCALL", -1, 0, "", lambda a, b, p: None, dtypes=("float32", "int8", "uint8")),
+)}
+
 TRANSCENDENTAL = frozenset(name for name, spec in OPS.items() if spec.cost >= 10)
 
 # Names the expressions may call, and the module each comes from (the renderer imports them).

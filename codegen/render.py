@@ -16,7 +16,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .ir import KernelIR, verify
+from . import fixedpoint
+from .ir import KernelIR, Op, Value, verify
+from .native import POINTERS
 from .ops import ACTIVATIONS, HELPER_MODULES, OPS
 from .schedule import Nest, Schedule, plan
 
@@ -25,8 +27,13 @@ NAME_LIMIT = 24
 LINE_LIMIT = 100
 #: Below this many elements a kernel runs on one thread: waking threads costs more.
 PARALLEL_MIN_ELEMENTS = 1 << 16
-#: Helpers the generated code calls: the op table's, and the row-tile copy (schedule.Nest).
-KERNEL_HELPERS = {**HELPER_MODULES, "repeated": "codegen.scalar"}
+#: Helpers the generated code calls: the op table's, the row-tile copy (schedule.Nest) and
+#: the fixed-point arithmetic of quantized ops (codegen.lower's QCALL).
+KERNEL_HELPERS = {**HELPER_MODULES, "repeated": "codegen.scalar",
+                  **{name: "codegen.fixedpoint" for name, helper in vars(fixedpoint).items()
+                     if getattr(helper, "__module__", None) == fixedpoint.__name__}}
+#: numba's name of each tensor dtype, for signatures, and its numpy name, for buffers.
+NUMBA_TYPES = {"float32": "float32", "int8": "int8", "uint8": "uint8"}
 RESERVED = {"np", "carray", "cfunc", "njit", "prange", "context", "node", "tensors", "range",
             "min", "max", "misses", "part", "tile", "start", "stop", "base", "FLT_MAX", "NAN",
             "INF", *KERNEL_HELPERS}
@@ -40,21 +47,31 @@ class TensorTableLayout:
     tensor_data_offset: int
 
 
+def value_literal(value: Value) -> str:
+    """A one-value constant as the kernel writes it: a float32 literal, or an int8/uint8 code."""
+    return str(int(value.literal)) if value.quantized else literal(value.literal)
+
+
 def literal(value: float) -> str:
     """A float32 literal: a bare Python float would make numba compute in float64."""
+    text = float32_text(value)
+    return text if text.lstrip("-").isupper() else f"np.float32({text})"
+
+
+def float32_text(value: float) -> str:
+    """The shortest text of a float32 value that reads back as it (NAN, INF and FLT_MAX by
+    name, the module constants)."""
     value = np.float32(value)
     if np.isnan(value):
         return "NAN"
     if np.isinf(value):
         return "INF" if value > 0 else "-INF"
-    if value == np.finfo(np.float32).max:
-        return "FLT_MAX"
-    if value == -np.finfo(np.float32).max:
-        return "-FLT_MAX"
+    if abs(value) == np.finfo(np.float32).max:
+        return "FLT_MAX" if value > 0 else "-FLT_MAX"
     text = np.format_float_positional(value, unique=True, trim="0")
     if len(text) > 12:
         text = np.format_float_scientific(value, unique=True, trim="0")
-    return f"np.float32({text})"
+    return text
 
 
 def identifiers(ir: KernelIR) -> dict[int, str]:
@@ -86,12 +103,32 @@ def header(ir: KernelIR, names: dict[int, str], schedule: Schedule) -> list[str]
         for t in op.inputs:
             value = ir.value(t)
             kind = "const " if value.literal is not None else ""
-            operands.append(f"{names[t]} (t{t}, {kind}{list(value.shape)})")
+            operands.append(f"{names[t]} (t{t}, {kind}{describe(value)})")
         params = "".join(f" {k}={ACTIVATIONS[v][0] if k == 'activation' else v}"
-                         for k, v in op.params)
-        lines.append(f"#   node {op.node:<4} {op.op:<18} {', '.join(operands)}{params} "
-                     f"-> {names[op.output]} (t{op.output})")
+                         for k, v in op.params if k not in ("table", "source", "call", "args"))
+        out = ir.value(op.output)
+        typed = f", {describe(out)}" if out.quantized or any(
+            ir.value(t).quantized for t in op.inputs) else ""
+        lines.append(f"#   node {op.node:<4} {op_title(op):<18} {', '.join(operands)}{params} "
+                     f"-> {names[op.output]} (t{op.output}{typed})")
     return lines
+
+
+def op_title(op: Op) -> str:
+    """The op, or for a kernel op what it computes: `LUT(HARD_SWISH 4, RELU 5)`."""
+    source = dict(op.params).get("source")
+    if source is None:
+        return op.op
+    nodes = ", ".join(f"{name} {node}" for node, name in source)
+    return f"{op.op}({nodes})"
+
+
+def describe(value: Value) -> str:
+    """`[1, 8]`, or with its dtype and quantization: `int8[1, 8] 0.0235 * (q - 3)`."""
+    if not value.quantized:
+        return str(list(value.shape))
+    q = value.quant
+    return f"{value.dtype}{list(value.shape)} {q.scale:.6g} * (q - {q.zero_point})"
 
 
 def render_kernel(ir: KernelIR, layout: TensorTableLayout) -> str:
@@ -110,19 +147,22 @@ def render_kernel(ir: KernelIR, layout: TensorTableLayout) -> str:
                  "if misses == 0:", INDENT + "return", *EXACT_LOOP_COMMENT, *exact]
     else:
         lines = exact
-    allocations = [f"{names[t]} = np.empty({n}, np.float32)" for t, n in schedule.buffers]
+    allocations = [f"{names[t]} = np.empty({n}, np.{ir.value(t).dtype})"
+                   for t, n in schedule.buffers]
     for nest, nest_local, n in zip(schedule.nests, local, threads):
         if n == 1:
-            allocations += tile_allocations(nest, nest_local)
+            allocations += tile_allocations(ir, nest, nest_local)
     lines = allocations + lines
     parallel = ", parallel=True" if max(threads, default=1) > 1 else ""
-    signature = "void(" + ", ".join("float32[::1]" for _ in memory) + ")"
+    signature = "void(" + ", ".join(f"{NUMBA_TYPES[ir.value(t).dtype]}[::1]"
+                                    for t in memory) + ")"
     kernel = [f"@njit('{signature}',",
               f"      error_model='numpy', nogil=True, cache=True{parallel})",
               *wrap_call(f"def {ir.name}(", [names[t] for t in memory], "):"),
               *(INDENT + line for line in lines)]
     lines = header(ir, names, schedule) + [
-        "", *module_imports(lines, bool(parallel)), "", *kernel, "", "",
+        "", *module_imports(lines, bool(parallel), {ir.value(t).dtype for t in memory}),
+        *tables(ir, names), "", *kernel, "", "",
         *entry_point(ir, names, memory, layout), ""]
     return "\n".join(lines)
 
@@ -163,8 +203,9 @@ def nest_names(schedule: Schedule, names: dict[int, str]) -> list[NestNames]:
     return result
 
 
-def tile_allocations(nest: Nest, local: NestNames) -> list[str]:
-    return [f"{name} = np.empty({nest.tile}, np.float32)" for name in local.stages.values()]
+def tile_allocations(ir: KernelIR, nest: Nest, local: NestNames) -> list[str]:
+    return [f"{name} = np.empty({nest.tile}, np.{ir.value(t).dtype})"
+            for t, name in local.stages.items()]
 
 
 def nest_blocks(ir: KernelIR, names: dict[int, str], schedule: Schedule, threads: list[int],
@@ -179,7 +220,7 @@ def nest_blocks(ir: KernelIR, names: dict[int, str], schedule: Schedule, threads
         lines += [*nest_comment(names, nest, number, n),
                   *(f"{rows} = repeated({names[t]}, {nest.tile})"
                     for t, rows in nest_local.rows.items()),
-                  *loop_nest(nest, n, names, nest_local, bodies)]
+                  *loop_nest(ir, nest, n, names, nest_local, bodies)]
     return lines
 
 
@@ -271,7 +312,7 @@ def outer_levels(nest: Nest) -> list[tuple[str, int]]:
     return levels + [(f"i{len(sizes) - 1}", sizes[-1])]
 
 
-def loop_nest(nest: Nest, threads: int, names: dict[int, str], local: NestNames,
+def loop_nest(ir: KernelIR, nest: Nest, threads: int, names: dict[int, str], local: NestNames,
               bodies: list[list[str]]) -> list[str]:
     """The loops around the stage bodies. Tiled, the innermost dimension runs tile by tile,
     each stage's loop over the whole tile before the next stage's. With threads, the outermost
@@ -284,7 +325,7 @@ def loop_nest(nest: Nest, threads: int, names: dict[int, str], local: NestNames,
         if level == 0 and threads > 1:
             step = -(-n // threads)
             lines += [f"{pad}for part in prange({threads}):",
-                      *(pad + INDENT + line for line in tile_allocations(nest, local)),
+                      *(pad + INDENT + line for line in tile_allocations(ir, nest, local)),
                       f"{pad}{INDENT}for {name} in range(part * {step}, "
                       f"min(part * {step} + {step}, {n})):"]
             depth += 2
@@ -375,7 +416,7 @@ def loop_body(ir: KernelIR, names: dict[int, str], nest: Nest, local: NestNames,
     exprs = {}
     for value in ir.values:
         if value.literal is not None:
-            exprs[value.tensor] = literal(value.literal)
+            exprs[value.tensor] = value_literal(value)
     for t in nest.reads:
         exprs[t] = element(names, nest, local, t)
     bodies = []
@@ -390,7 +431,7 @@ def loop_body(ir: KernelIR, names: dict[int, str], nest: Nest, local: NestNames,
             args = [exprs[t] for t in op.inputs]
             if fast and op.node in fast.guarded:
                 misses.append(op.spec.guard.format(a=args[0]))
-            expr = OPS[op.op].render(args, dict(op.params), bool(fast))
+            expr = op_expression(ir, names, op, args, bool(fast))
             lines += assignment(target, expr, width)
             if fast and op.output in fast.checked:
                 misses.append(f"nonfinite({target})")
@@ -415,7 +456,43 @@ def element(names: dict[int, str], nest: Nest, local: NestNames, tensor: int) ->
     return f"{names[tensor]}[{index(nest, tensor)}]"
 
 
-def module_imports(body: list[str], parallel: bool) -> list[str]:
+def op_expression(ir: KernelIR, names: dict[int, str], op: Op, args: list[str],
+                  fast: bool) -> str:
+    """The op over its operands' expressions: a table lookup, a fixed-point helper call, or
+    the op table's template."""
+    params = dict(op.params)
+    if op.op == "LUT":
+        offset = -DTYPE_MIN[ir.value(op.inputs[0]).dtype]
+        return f"{table_name(names, op)}[{args[0]}{f' + {offset}' if offset else ''}]"
+    if op.op == "QCALL":
+        constants = [literal(c) if isinstance(c, float) else str(c) for c in params["args"]]
+        return f"{params['call']}({', '.join([*args, *constants])})"
+    return OPS[op.op].render(args, params, fast)
+
+
+#: The smallest value of each integer dtype: a table is indexed by value - smallest.
+DTYPE_MIN = {"int8": -128, "uint8": 0}
+
+
+def table_name(names: dict[int, str], op: Op) -> str:
+    return f"{names[op.output].upper()}_TABLE"
+
+
+def tables(ir: KernelIR, names: dict[int, str]) -> list[str]:
+    """The module constants of the kernel's LUT ops (numba compiles them in as constants)."""
+    lines = []
+    for op in ir.ops:
+        if op.op != "LUT":
+            continue
+        dtype = ir.value(op.output).dtype
+        entries = [float32_text(v) if dtype == "float32" else str(v)
+                   for v in dict(op.params)["table"]]
+        lines += ["", *wrap_call(f"{table_name(names, op)} = np.array([", entries,
+                                 f"], np.{dtype})")]
+    return lines
+
+
+def module_imports(body: list[str], parallel: bool, dtypes: set[str]) -> list[str]:
     used = {name for line in body for name in re.findall(r"\b([a-z_0-9]+)\(", line)}
     numba_names = "carray, cfunc, njit" + (", prange" if parallel else "")
     lines = ["import numpy as np", f"from numba import {numba_names}", ""]
@@ -426,7 +503,8 @@ def module_imports(body: list[str], parallel: bool) -> list[str]:
         line = f"from {module} import {', '.join(names)}"
         lines += [line] if len(line) <= LINE_LIMIT else wrap_call(
             f"from {module} import (", names, ")")
-    lines += ["from codegen.native import float32_pointer, load_i64", "",
+    pointers = sorted({POINTERS[dtype] for dtype in dtypes})
+    lines += [f"from codegen.native import {', '.join(pointers)}, load_i64", "",
               "FLT_MAX = np.float32(3.4028234663852886e38)", "INF = np.float32(np.inf)",
               "NAN = np.float32(np.nan)"]
     return lines
@@ -441,8 +519,9 @@ def entry_point(ir: KernelIR, names: dict[int, str], memory: list[int],
     for t in memory:
         address = f"tensors + {t} * {layout.tensor_size} + {layout.tensor_data_offset}"
         elements = math.prod(ir.value(t).shape)
+        pointer = POINTERS[ir.value(t).dtype]
         lines += [INDENT + line for line in assignment(
-            names[t], f"carray(float32_pointer(load_i64({address})), ({elements},))",
+            names[t], f"carray({pointer}(load_i64({address})), ({elements},))",
             LINE_LIMIT - len(INDENT))]
     lines += [*wrap_call(f"{ir.name}(", [names[t] for t in memory], ")", INDENT),
               f"{INDENT}return 0"]

@@ -239,7 +239,7 @@ def expm1_f32(x):
 def repeated(values, length):
     """`values` repeated to `length` elements (a whole number of periods): the row-tile copy of
     a periodic operand (codegen.schedule), so the inner loop reads it at the loop's own index."""
-    out = np.empty(length, np.float32)
+    out = np.empty(length, values.dtype)
     period = values.shape[0]
     for start in range(0, length, period):
         out[start:start + period] = values

@@ -142,6 +142,10 @@ class Quantization:
     zero_point: np.ndarray
     quantized_dimension: int = 0
 
+    @classmethod
+    def per_tensor(cls, scale: float, zero_point: int) -> "Quantization":
+        return cls(np.array([scale], np.float32), np.array([zero_point], np.int64))
+
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, Quantization):
             return NotImplemented
@@ -507,18 +511,20 @@ class ModelBuilder:
         return len(self._tensors) - 1
 
     def input(self, name: str, shape: tuple[int, ...] | list[int],
-              dtype: DTypeLike = np.float32) -> int:
-        index = self._add(Tensor(name, tuple(int(d) for d in shape), np.dtype(dtype)))
+              dtype: DTypeLike = np.float32, quantization: Quantization | None = None) -> int:
+        index = self._add(Tensor(name, tuple(int(d) for d in shape), np.dtype(dtype),
+                                 quantization=quantization))
         self._inputs.append(index)
         return index
 
-    def const(self, name: str, array: np.ndarray) -> int:
+    def const(self, name: str, array: np.ndarray,
+              quantization: Quantization | None = None) -> int:
         data = np.array(array)  # a copy: later edits to the caller's array must not leak in
-        return self._add(Tensor(name, data.shape, data.dtype, data))
+        return self._add(Tensor(name, data.shape, data.dtype, data, quantization))
 
     def op(self, op: str, inputs: list[int], options: dict | None = None, *,
            name: str | None = None, shape: tuple[int, ...] | list[int] | None = None,
-           dtype: DTypeLike | None = None) -> int:
+           dtype: DTypeLike | None = None, quantization: Quantization | None = None) -> int:
         """Add `op` with one new output tensor and return that tensor's index."""
         if op not in OP_CODES:
             raise ValueError(f"unknown builtin operator {op!r}")
@@ -541,7 +547,8 @@ class ModelBuilder:
                 raise ValueError(f"{op} has no inputs to take the output dtype from; pass dtype=")
             dtype = present[0].dtype
         out = self._add(Tensor(name or f"{op.lower()}_{len(self._operators)}",
-                               tuple(int(d) for d in shape), np.dtype(dtype)))
+                               tuple(int(d) for d in shape), np.dtype(dtype),
+                               quantization=quantization))
         self._operators.append(Operator(op, list(inputs), [out], options, options_type))
         return out
 

@@ -23,8 +23,11 @@ class FusionOptions:
     #: Claim a partition only if the measured cost model (worth.py) predicts at least this
     #: speedup over LiteRT; the margin covers the model's ~20% error. 0: claim all.
     min_speedup: float = 1.2
-    #: Threads for large partitions; 0: the interpreter's num_threads.
-    num_threads: int = 0
+    #: Threads for large partitions; 0: the interpreter's num_threads. One by default: between
+    #: ops XNNPACK runs, its pool's threads spin for a while after each op, and a parallel
+    #: kernel waits for the core they hold (a one-op kernel over 64K elements took ~100 us on
+    #: 2 threads against ~5 us on one).
+    num_threads: int = 1
     #: Node indices never to claim, comma-separated ("12,13,20"): what an error names to step
     #: around a partition, and how per-partition gains are measured.
     exclude_nodes: str = ""

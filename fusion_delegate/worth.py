@@ -14,11 +14,13 @@ leave L2 and L3: an element costs several times more past them).
   its fixed cost plus the larger of its memory time (each nest costs what `fused`, a one-op
   partition, costs beyond its fixed cost: one input and one output) and every op's compute.
   Loads and stores overlap the compute, so whichever is slower sets the time. An op computes
-  once per element of its output: ops on smaller shapes get their own, smaller nests. On top comes `split_us`, the fixed cost of one more XNNPACK partition: in a
-  real model elementwise ops sit between ops XNNPACK runs (convolutions, matmuls), and
-  claiming them cuts XNNPACK's partition in two. (Where a partition is the whole model this
-  is wrong the other way, by the same few tens of ns: it only decides near-ties on tiny
-  tensors.)
+  once per element of its output: ops on smaller shapes get their own, smaller nests.
+- On top comes `split`, what cutting XNNPACK's partition in two costs: in a real model
+  elementwise ops sit between ops XNNPACK runs (convolutions, matmuls). It grows with the
+  tensors at the cut (they leave XNNPACK's workspace for TFLite's arena, out of cache) and
+  with threads (XNNPACK's thread pool hands over twice more), so it is a line in elements
+  like the others, measured on a chain whose middle is claimed, per thread count. (Where a
+  partition is the whole model this is wrong the other way: it only decides near-ties.)
 
 The Python call into the interpreter, the same for both, is left out. An op the model lacks
 takes the costs of the measured op of its cost class (codegen.ops.TRANSCENDENTAL or not) whose
@@ -43,7 +45,7 @@ from .errors import FusionDelegateError
 log = logging.getLogger("fusion_delegate")
 
 DEFAULT_PATH = Path(__file__).with_name("cost_model.json")
-FORMAT = 2
+FORMAT = 3
 
 
 class CostModelError(FusionDelegateError, ValueError):
@@ -89,7 +91,7 @@ class Costs:
     """Everything measured at one thread count."""
     litert_first: Linear  # LiteRT's first op on top of its own cost, by iteration elements
     fused: Linear         # a one-op fused partition, by iteration elements
-    split_us: float       # one more XNNPACK partition
+    split: Linear         # cutting an XNNPACK partition in two, by the cut's elements
     ops: dict[str, OpCost]
 
 
@@ -127,7 +129,8 @@ class CostModel:
         c0 = costs.fused.c0_us
         memory_us = sum(costs.fused.us(n, self.breaks) - c0 for n in nests)
         compute_us = sum(cost.fused_ns * elements for cost, elements in per_op) / 1e3
-        return Prediction(litert, c0 + max(memory_us, compute_us) + costs.split_us)
+        split = costs.split.us(max(nests, default=0), self.breaks)
+        return Prediction(litert, c0 + max(memory_us, compute_us) + split)
 
 
 @functools.lru_cache(maxsize=None)
@@ -204,7 +207,7 @@ class _Parser:
             raise self.fail(f"{where}ops is empty or not a dict of ops")
         return Costs(self.linear(data.get("litert_first"), n_breaks, where + "litert_first"),
                      self.linear(data.get("fused"), n_breaks, where + "fused"),
-                     self.number(data.get("split_us"), where + "split_us"),
+                     self.linear(data.get("split"), n_breaks, where + "split"),
                      {name: self.op(value, n_breaks, f"{where}ops.{name}")
                       for name, value in ops.items()})
 

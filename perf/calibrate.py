@@ -17,8 +17,10 @@ fusion_delegate/worth.py has the model they are fitted to:
   to free anyway. The one-NEG partition (one input, one output, no compute to speak of) timed
   at every size is the memory-bound side (`fused`).
 - Python's invoke overhead, timed on a model without ops, is taken off both sides. XNNPACK's
-  fixed cost per partition (a one-NEG model at SIZES[0], less its op) is taken off LiteRT's
-  and charged to the fused side, which splits an XNNPACK partition (`split_us`).
+  fixed cost per partition (a one-NEG model at SIZES[0], less its op) is taken off LiteRT's.
+- `split`, at each size: a chain of SANDWICH ADDs whose two middle ones are claimed, less the
+  same chain all in XNNPACK, less what those two ADDs gain fused (timed alone both ways):
+  what cutting an XNNPACK partition costs beyond the ops themselves.
 The machine is shared: the interpreters of one op and size are timed in the same interleaved
 rounds of short batches, each after one untimed call so that it finds its data in cache
 (`timed_rounds`), in several passes, and the median is over all rounds. Then the fitted model
@@ -71,6 +73,7 @@ CHECK_SECONDS = 2.0
 CHANNELS = 256
 BASE = "NEG"                # the one-op partition the base costs are measured on
 EMPTY = ("empty",)
+SANDWICH = 6                # ADDs in the split chain; the delegate claims the middle two
 
 Key = tuple  # ("litert" | "fused", op, k, n), or EMPTY
 Invoke = Callable[[], None]
@@ -99,6 +102,16 @@ def chain(name: str, k: int, n: int) -> bytes:
     return b.to_bytes()
 
 
+def add_chain(k: int, n: int) -> bytes:
+    """k ADDs of a scalar: the ops XNNPACK runs around a claimed partition in `split`."""
+    b = ModelBuilder(f"add_x{k}")
+    h = b.input("x", (max(1, n // CHANNELS), min(CHANNELS, n)))
+    for i in range(k):
+        h = b.op("ADD", [h, b.const(f"c{i}", np.float32(0.5))], op_options("ADD"))
+    b.output(h)
+    return b.to_bytes()
+
+
 def empty_model() -> bytes:
     """Input straight to output: what invoke() costs from Python when there is nothing to run."""
     b = ModelBuilder("empty")
@@ -109,10 +122,12 @@ def empty_model() -> bytes:
 # ------------------------------------------------------------------------------ interpreters
 
 def interpreter(model: bytes, threads: int, cache_dir: str | None,
-                inputs: dict[str, np.ndarray] | None = None) -> Invoke:
+                inputs: dict[str, np.ndarray] | None = None, exclude: str = "") -> Invoke:
     """The bound invoke() of an allocated interpreter with its inputs set, run once; fused when
-    `cache_dir` is given, and then checked to be one partition holding every node."""
-    delegate = (FusionDelegate(cache_dir=cache_dir, min_nodes_per_partition=1, min_speedup=0.0)
+    `cache_dir` is given (but for the `exclude` nodes), and then checked to be one partition
+    holding every other node."""
+    delegate = (FusionDelegate(cache_dir=cache_dir, min_nodes_per_partition=1, min_speedup=0.0,
+                               exclude_nodes=exclude)
                 if cache_dir is not None else None)
     it = Interpreter(model_content=model, num_threads=threads,
                      experimental_delegates=[delegate] if delegate else [])
@@ -122,8 +137,9 @@ def interpreter(model: bytes, threads: int, cache_dir: str | None,
         data = inputs[detail["name"]] if inputs else rng.uniform(0.5, 1.5, detail["shape"])
         it.set_tensor(detail["index"], data.astype(np.float32))
     it.invoke()
-    if delegate and (len(delegate.kernels) != 1
-                     or any(c.reason for c in delegate.claims.values())):
+    excluded = {int(node) for node in exclude.split(",") if node}
+    if delegate and (len(delegate.kernels) != 1 or any(
+            c.reason for c in delegate.claims.values() if c.index not in excluded)):
         raise RuntimeError(f"the delegate did not fuse the whole model: {delegate.summary()}")
     out = it.get_tensor(it.get_output_details()[0]["index"])
     if np.any((out != 0) & (np.abs(out) < np.finfo(np.float32).tiny)):
@@ -141,6 +157,14 @@ def group(name: str, n: int, threads: int, cache_dir: str) -> dict[Key, Invoke]:
                     for k in fused})
     if name == BASE:
         methods[EMPTY] = interpreter(empty_model(), threads, None)
+        middle = ",".join(str(i) for i in range(SANDWICH) if i not in (SANDWICH // 2 - 1,
+                                                                       SANDWICH // 2))
+        methods.update({
+            ("split", "cut", n): interpreter(add_chain(SANDWICH, n), threads, cache_dir,
+                                             exclude=middle),
+            ("split", "whole", n): interpreter(add_chain(SANDWICH, n), threads, None),
+            ("split", "fused", n): interpreter(add_chain(2, n), threads, cache_dir),
+            ("split", "litert", n): interpreter(add_chain(2, n), threads, None)})
     return methods
 
 
@@ -199,13 +223,17 @@ def fit(t: dict[Key, float], ops: list[str]) -> dict:
     def per_op(method: str, name: str, n: int) -> float:
         return (us[(method, name, K[1], n)] - us[(method, name, K[0], n)]) / (K[1] - K[0])
 
+    def split(n: int) -> float:
+        cut = us[("split", "cut", n)] - us[("split", "whole", n)]
+        return cut - (us[("split", "fused", n)] - us[("split", "litert", n)])
+
     partition = us[("litert", BASE, 1, SIZES[0])] - invoke - per_op("litert", BASE, SIZES[0])
     first = [(n, us[("litert", BASE, 1, n)] - invoke - partition - per_op("litert", BASE, n))
              for n in SIZES]
     return {
         "litert_first": piecewise(first),
         "fused": piecewise([(n, us[("fused", BASE, 1, n)] - invoke) for n in SIZES]),
-        "split_us": max(0.0, partition),
+        "split": piecewise([(n, max(0.0, split(n))) for n in SIZES]),
         "ops": {name: {
             "litert": piecewise([(n, per_op("litert", name, n)) for n in SIZES]),
             "fused_ns": max(0.0, per_op("fused", name, FUSED_SIZE) / FUSED_SIZE * 1e3),
@@ -217,6 +245,8 @@ def fit(t: dict[Key, float], ops: list[str]) -> dict:
                 "fused": {str(FUSED_SIZE): [us[("fused", name, k, FUSED_SIZE)] for k in K]},
             } for name in ops},
             "fused_one_op": {str(n): us[("fused", BASE, 1, n)] for n in SIZES},
+            "split": {str(n): {part: us[("split", part, n)] for part in
+                               ("cut", "whole", "fused", "litert")} for n in SIZES},
         },
     }
 
@@ -232,17 +262,18 @@ def partition_ops(model: bytes) -> list[tuple[str, int]]:
 def check(model: CostModel, costs: dict, threads: int, cache_dir: str) -> list[dict]:
     """Predicted against measured speedups of the perf workloads, each one whole partition,
     set as predict() sets them, between ops XNNPACK runs: the invoke overhead comes off both
-    times, and one XNNPACK partition moves from LiteRT's time to the fused one."""
+    times, and the fitted cost of cutting an XNNPACK partition is charged to the fused one."""
     rows = []
-    invoke, split = costs["measured_us"]["invoke"], costs["split_us"]
+    invoke = costs["measured_us"]["invoke"]
     for n in CHECK_SIZES:
+        split = model.costs(threads).split.us(n, model.breaks)
         for name, workload in WORKLOADS.items():
             case = workload.case(n)
             methods = {"litert": interpreter(case.model, threads, None, case.inputs),
                        "fused": interpreter(case.model, threads, cache_dir, case.inputs)}
             t = {m: statistics.median(s) * 1e6
                  for m, s in timed_rounds(methods, 10 * ROUNDS, CHECK_SECONDS).items()}
-            litert, fused = t["litert"] - invoke - split, t["fused"] - invoke + split
+            litert, fused = t["litert"] - invoke, t["fused"] - invoke + split
             predicted = model.predict(partition_ops(case.model), [n], threads)
             rows.append({
                 "workload": name, "elements": n, "threads": threads, "ops": case.ops,
@@ -269,12 +300,13 @@ def costs_table(costs: dict, breaks: tuple[int, ...]) -> str:
     columns = ("op", "c0_l us", *(f"c1_l ns {b}" for b in bands), "c1_f ns")
     table = [(name, f"{c['litert']['c0_us']:.3f}", *(f"{v:.3f}" for v in c["litert"]["c1_ns"]),
               f"{c['fused_ns']:.3f}") for name, c in costs["ops"].items()]
-    for row in ("litert_first", "fused"):
+    for row in ("litert_first", "fused", "split"):
         line = costs[row]
         table.append((f"({row})", f"{line['c0_us']:.3f}", *(f"{v:.3f}" for v in line["c1_ns"]),
                       ""))
-    return (fixed_width(columns, table) + f"\nsplit_us {costs['split_us']:.3f} (one more XNNPACK "
-            f"partition); invoke overhead {costs['measured_us']['invoke']:.3f} us, on both sides")
+    return (fixed_width(columns, table) + f"\ninvoke overhead "
+            f"{costs['measured_us']['invoke']:.3f} us, on both sides; split: cutting an "
+            "XNNPACK partition in two")
 
 
 def check_table(rows: list[dict]) -> str:

@@ -20,7 +20,7 @@ import numpy as np
 sys.path[:0] = [{root!r}, {tests!r}]
 from conftest import builtin_interpreter, run
 from fusion_delegate import FusionDelegate
-delegate = FusionDelegate(cache_dir={cache!r}, min_speedup=0.0)
+delegate = FusionDelegate(cache_dir={cache!r}, min_speedup=0.0, num_threads=0)
 interpreter = builtin_interpreter(open({model!r}, "rb").read(), [delegate],
                                   num_threads={threads})
 x = np.arange(np.prod({shape}), dtype=np.float32).reshape({shape}) / 7

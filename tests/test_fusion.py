@@ -188,7 +188,7 @@ def test_threads_split_large_partitions_with_identical_results(cache_dir, rng, c
         x[0][3, 1000] = special              # a miss in one thread's rows: the exact loop
     outputs, sources = {}, {}
     for threads in (1, 2):
-        delegate = FusionDelegate(cache_dir=cache_dir, min_speedup=0.0)
+        delegate = FusionDelegate(cache_dir=cache_dir, min_speedup=0.0, num_threads=0)
         outputs[threads] = run(builtin_interpreter(model, [delegate], num_threads=threads), x)[0]
         sources[threads] = delegate.kernels[0].kernel.source
     assert "prange" not in sources[1]
@@ -200,14 +200,14 @@ def test_threads_split_large_partitions_with_identical_results(cache_dir, rng, c
 
 
 def test_small_partitions_stay_on_one_thread(cache_dir, rng):
-    delegate = FusionDelegate(cache_dir=cache_dir, min_speedup=0.0)
+    delegate = FusionDelegate(cache_dir=cache_dir, min_speedup=0.0, num_threads=0)
     builtin_interpreter(swish_chain((2, 8)), [delegate], num_threads=2)
     assert "prange" not in delegate.kernels[0].kernel.source
 
 
 def test_interpreters_sharing_a_delegate_invoke_concurrently_from_threads(cache_dir):
     import threading
-    delegate = FusionDelegate(cache_dir=cache_dir, min_speedup=0.0)
+    delegate = FusionDelegate(cache_dir=cache_dir, min_speedup=0.0, num_threads=0)
     shape = (4, 1 << 15)
     model = swish_chain(shape)
     errors = []
@@ -268,7 +268,7 @@ def test_transcendental_stages_run_tile_by_tile(cache_dir, rng, shape, threads):
     z = b.op("LOGISTIC", [b.op("ADD", [y, row], NONE)])
     b.output(b.op("MUL", [z, x], NONE, name="out"), y)
     model = b.to_bytes()
-    delegate = FusionDelegate(cache_dir=cache_dir, min_speedup=0.0)
+    delegate = FusionDelegate(cache_dir=cache_dir, min_speedup=0.0, num_threads=0)
     inputs = [rng.standard_normal(shape).astype(np.float32) * 3,
               rng.standard_normal(shape[:-1] + (1,)).astype(np.float32)]
     got = run(builtin_interpreter(model, [delegate], num_threads=threads), inputs)

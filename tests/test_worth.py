@@ -77,7 +77,7 @@ def test_op_unknown_to_ops_counts_as_transcendental(data):
 
 @pytest.mark.parametrize("text, message", [
     ("{not json", "cannot read"),
-    ('{"format": 2, "header": {}, "breaks": [65536], "threads": {}}', "threads"),
+    ('{"format": 3, "header": {}, "breaks": [65536], "threads": {}}', "threads"),
     ('[1, 2]', "not a cost model"),
 ])
 def test_corrupt_file_raises_a_clear_error(tmp_path, text, message):

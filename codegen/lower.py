@@ -1,0 +1,121 @@
+"""Quantized nodes to kernel ops: tables and fixed-point calls, exactly as LiteRT computes them.
+
+codegen.quant knows what each int8/uint8 builtin kernel computes. Here each quantized op of a
+partition's IR becomes one of two kernel ops (codegen.ops.KERNEL_OPS):
+- LUT, a 256-entry table indexed by the int8/uint8 operand: every unary op (DEQUANTIZE and
+  int -> int QUANTIZE included) and a binary op whose other operand is one constant value. A
+  LUT reading another LUT's output that nothing else reads takes the composed table, so a
+  chain of unary int8 ops costs one lookup per element;
+- QCALL, the codegen.fixedpoint helper LiteRT's kernel amounts to: binary ops of two tensors
+  and QUANTIZE from float32, with their Prepare-time constants as literals.
+Several of LiteRT's x86 kernels round their vector blocks and their scalar tail differently
+(see codegen/quant.py). A kernel here computes one path per op: the one LiteRT takes for every
+element at these shapes, or any path when all agree for these parameters; otherwise the op
+cannot be built (IRError), and the delegate leaves its partition to LiteRT with that reason.
+Float ops pass through unchanged.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import replace
+
+import numpy as np
+
+from . import quant
+from .ir import IRError, KernelIR, Op, Value
+from .ops import KERNEL_OPS
+
+
+def lower(ir: KernelIR) -> KernelIR:
+    """The IR with its quantized ops as LUT and QCALL ops, LUT chains composed."""
+    ops = [_lower(ir, op) for op in ir.ops]
+    return replace(ir, ops=tuple(_compose(ir, ops)))
+
+
+def _lower(ir: KernelIR, op: Op) -> Op:
+    operands = [ir.value(t) for t in op.inputs]
+    out = ir.value(op.output)
+    if op.op in KERNEL_OPS or not any(v.quantized for v in (*operands, out)):
+        return op
+    params = dict(op.params)
+    source = (("source", ((op.node, op.op),)),)
+    if op.op == "QUANTIZE" and not operands[0].quantized:
+        path = _one_path(op, quant.unary_block("QUANTIZE", "float32", out.dtype), out)
+        call, args = quant.unary_call("QUANTIZE", None, out.quant, path)
+        return Op(op.node, "QCALL", op.inputs, op.output,
+                  (("call", call), ("args", args), *source))
+    if len(operands) == 1:
+        lookup = quant.unary_lookup(op.op, operands[0].quant,
+                                    out.quant if out.quantized else None, params)
+        regions = quant.chain_regions([lookup], math.prod(out.shape))
+        if len(regions) > 1:
+            raise IRError(f"node {op.node} ({op.op}): LiteRT rounds its vector blocks and its "
+                          f"last {math.prod(out.shape) % lookup.block} elements differently")
+        return _table(op, op.inputs[0], regions[0][2] if regions else lookup.table, source)
+    path = _binary_path(ir, op, operands, out, params)
+    constant = [i for i, v in enumerate(operands) if v.literal is not None]
+    if constant:
+        scalar = constant[0]
+        table = quant.binary_scalar_table(op.op, operands[0].quant, operands[1].quant, out.quant,
+                                          int(operands[scalar].literal), scalar, params, path)
+        return _table(op, op.inputs[1 - scalar], table, source)
+    prepared = quant.prepare_binary(op.op, operands[0].quant, operands[1].quant, out.quant,
+                                    params)
+    call, args = quant.binary_call(op.op, prepared, out.dtype, path)
+    return Op(op.node, "QCALL", op.inputs, op.output, (("call", call), ("args", args), *source))
+
+
+def _table(op: Op, operand: int, table: np.ndarray, source: tuple) -> Op:
+    return Op(op.node, "LUT", (operand,), op.output,
+              (("table", tuple(table.tolist())), *source))
+
+
+def _one_path(op: Op, block: int, out: Value) -> int:
+    """The path of a position-dependent unary kernel when one covers the whole tensor."""
+    n = math.prod(out.shape)
+    if block and n % block and n > block:
+        raise IRError(f"node {op.node} ({op.op}): LiteRT rounds its vector blocks of {block} "
+                      f"and its last {n % block} elements differently")
+    return quant.ELEMENTWISE_BLOCK if block and n >= block else quant.REFERENCE
+
+
+def _binary_path(ir: KernelIR, op: Op, operands: list[Value], out: Value, params: dict) -> int:
+    paths = set(np.unique(quant.binary_paths(op.op, out.dtype, operands[0].shape,
+                                             operands[1].shape)).tolist())
+    if len(paths) <= 1:
+        return paths.pop() if paths else quant.REFERENCE
+    reason = quant.quant_unsupported(op.op, [v.dtype for v in (*operands, out)],
+                                     [v.quant for v in operands], out.quant, params)
+    if reason:
+        raise IRError(f"node {op.node} ({op.op}): {reason}")
+    return quant.REFERENCE
+
+
+def _compose(ir: KernelIR, ops: list[Op]) -> list[Op]:
+    """Fold each LUT into the LUT reading its output, where nothing else reads that output."""
+    readers: dict[int, int] = {}
+    for op in ops:
+        for t in op.inputs:
+            readers[t] = readers.get(t, 0) + 1
+    pending: dict[int, Op] = {}              # a LUT's output -> the LUT, until its one reader
+    result = []
+    for op in ops:
+        if op.op == "LUT" and op.inputs[0] in pending:
+            first = pending.pop(op.inputs[0])
+            table = quant.compose(_array(ir, first), _array(ir, op))
+            op = Op(op.node, "LUT", first.inputs, op.output,
+                    (("table", tuple(table.tolist())),
+                     ("source", dict(first.params)["source"] + dict(op.params)["source"])))
+        result += [pending.pop(t) for t in op.inputs if t in pending]
+        if (op.op == "LUT" and readers.get(op.output) == 1 and op.output not in ir.outputs
+                and ir.value(op.output).quantized):
+            pending[op.output] = op
+        else:
+            result.append(op)
+    return result
+
+
+def _array(ir: KernelIR, op: Op) -> np.ndarray:
+    """A LUT op's table as the numpy array of its output dtype."""
+    dtype = ir.value(op.output).dtype
+    return np.array(dict(op.params)["table"], dtype=dtype)
