@@ -45,6 +45,11 @@ class Op:
     def spec(self):
         return OPS.get(self.op) or KERNEL_OPS[self.op]
 
+    @property
+    def source_ops(self) -> tuple[str, ...]:
+        """The TFLite ops this op computes: itself, or those a kernel op was lowered from."""
+        return tuple(name for _, name in dict(self.params).get("source", ((self.node, self.op),)))
+
 
 @dataclass(frozen=True)
 class KernelIR:
@@ -54,7 +59,6 @@ class KernelIR:
     ops: tuple[Op, ...]
     inputs: tuple[int, ...]           # read from memory (non-literal partition inputs)
     outputs: tuple[int, ...]          # written to memory
-    dtype: str = "float32"
     model: str = ""
     threads: int = 1                  # the outer loop may be split over this many threads
     _by_tensor: dict = field(default=None, compare=False, hash=False, repr=False)
@@ -69,9 +73,9 @@ class KernelIR:
     def name(self) -> str:
         """Named after what it fuses, like Inductor's cpp_fused_add_relu_0."""
         ops = []
-        for op in self.ops:
-            if op.op.lower() not in ops:
-                ops.append(op.op.lower())
+        for name in (name.lower() for op in self.ops for name in op.source_ops):
+            if name not in ops:
+                ops.append(name)
         return f"p{self.partition}_" + "_".join(ops[:4]) + ("_etc" if len(ops) > 4 else "")
 
     def bytes_moved(self) -> int:

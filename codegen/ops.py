@@ -160,7 +160,8 @@ TRANSCENDENTAL = frozenset(name for name, spec in OPS.items() if spec.cost >= 10
 # Names the expressions may call, and the module each comes from (the renderer imports them).
 HELPER_MODULES: dict[str, str] = {
     **{name: "codegen.scalar" for name in (
-        "clamp", "clamp_overflow", "maximum", "minimum", "relu", "relu6", "relu_n1_to_1", "relu_0_to_1",
+        "clamp", "clamp_overflow", "maximum", "minimum", "relu", "relu6", "relu_n1_to_1",
+        "relu_0_to_1",
         "leaky_relu", "prelu", "hard_swish", "elu", "sign", "round_half_even", "rsqrt",
         "pow_tflite", "tanh_eigen", "logistic_eigen", "gelu", "nonfinite")},
     **{name: "codegen.mathf32" for name in (

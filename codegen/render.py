@@ -8,6 +8,7 @@ addresses from the TfLiteContext on every call, at offsets the caller passes in.
 """
 from __future__ import annotations
 
+import inspect
 import keyword
 import math
 import re
@@ -18,6 +19,7 @@ import numpy as np
 
 from . import fixedpoint
 from .ir import KernelIR, Op, Value, verify
+from .lut import byte_table
 from .native import POINTERS
 from .ops import ACTIVATIONS, HELPER_MODULES, OPS
 from .schedule import Nest, Schedule, plan
@@ -30,10 +32,9 @@ PARALLEL_MIN_ELEMENTS = 1 << 16
 #: Helpers the generated code calls: the op table's, the row-tile copy (schedule.Nest) and
 #: the fixed-point arithmetic of quantized ops (codegen.lower's QCALL).
 KERNEL_HELPERS = {**HELPER_MODULES, "repeated": "codegen.scalar",
+                  "lookup_bytes": "codegen.lut",
                   **{name: "codegen.fixedpoint" for name, helper in vars(fixedpoint).items()
                      if getattr(helper, "__module__", None) == fixedpoint.__name__}}
-#: numba's name of each tensor dtype, for signatures, and its numpy name, for buffers.
-NUMBA_TYPES = {"float32": "float32", "int8": "int8", "uint8": "uint8"}
 RESERVED = {"np", "carray", "cfunc", "njit", "prange", "context", "node", "tensors", "range",
             "min", "max", "misses", "part", "tile", "start", "stop", "base", "FLT_MAX", "NAN",
             "INF", *KERNEL_HELPERS}
@@ -97,7 +98,8 @@ def header(ir: KernelIR, names: dict[int, str], schedule: Schedule) -> list[str]
     nests = len(schedule.nests)
     lines = [f"# fusion_delegate kernel {ir.name}{source}. Do not edit.",
              f"# partition {ir.partition} | nodes {', '.join(str(op.node) for op in ir.ops)} | "
-             f"{ir.dtype} | {nests} loop nest{'s' if nests > 1 else ''}"]
+             f"{', '.join(sorted({v.dtype for v in ir.values}))} | "
+             f"{nests} loop nest{'s' if nests > 1 else ''}"]
     for op in ir.ops:
         operands = []
         for t in op.inputs:
@@ -128,7 +130,9 @@ def describe(value: Value) -> str:
     if not value.quantized:
         return str(list(value.shape))
     q = value.quant
-    return f"{value.dtype}{list(value.shape)} {q.scale:.6g} * (q - {q.zero_point})"
+    offset = f" - {q.zero_point}" if q.zero_point > 0 else f" + {-q.zero_point}" \
+        if q.zero_point < 0 else ""
+    return f"{value.dtype}{list(value.shape)} {q.scale:.6g} * (q{offset})"
 
 
 def render_kernel(ir: KernelIR, layout: TensorTableLayout) -> str:
@@ -154,15 +158,14 @@ def render_kernel(ir: KernelIR, layout: TensorTableLayout) -> str:
             allocations += tile_allocations(ir, nest, nest_local)
     lines = allocations + lines
     parallel = ", parallel=True" if max(threads, default=1) > 1 else ""
-    signature = "void(" + ", ".join(f"{NUMBA_TYPES[ir.value(t).dtype]}[::1]"
-                                    for t in memory) + ")"
+    signature = "void(" + ", ".join(f"{ir.value(t).dtype}[::1]" for t in memory) + ")"
     kernel = [f"@njit('{signature}',",
               f"      error_model='numpy', nogil=True, cache=True{parallel})",
               *wrap_call(f"def {ir.name}(", [names[t] for t in memory], "):"),
               *(INDENT + line for line in lines)]
     lines = header(ir, names, schedule) + [
         "", *module_imports(lines, bool(parallel), {ir.value(t).dtype for t in memory}),
-        *tables(ir, names), "", *kernel, "", "",
+        *tables(ir, names, schedule), "", *kernel, "", "",
         *entry_point(ir, names, memory, layout), ""]
     return "\n".join(lines)
 
@@ -215,6 +218,12 @@ def nest_blocks(ir: KernelIR, names: dict[int, str], schedule: Schedule, threads
     for number, (nest, n, nest_local) in enumerate(zip(schedule.nests, threads, local), 1):
         if nest.elements == 0:
             continue
+        if nest.kind == "table":
+            (op,) = nest.ops
+            lines += [*nest_comment(names, nest, number, 1),
+                      f"lookup_bytes({names[op.inputs[0]]}, {names[op.output]}, "
+                      f"{table_name(names, op)})"]
+            continue
         depth = 1 + len(nest.loops.sizes) + (n > 1) + (nest.tile > 0)
         bodies = loop_body(ir, names, nest, nest_local, fast, depth)
         lines += [*nest_comment(names, nest, number, n),
@@ -227,14 +236,16 @@ def nest_blocks(ir: KernelIR, names: dict[int, str], schedule: Schedule, threads
 def nest_comment(names: dict[int, str], nest: Nest, number: int, threads: int) -> list[str]:
     """`# Nest 2 over [1, 56, 56, 16], as [50176] in tiles of 16 rows: ADD, MUL -> out`."""
     how = f" as {list(nest.loops.sizes)}" if list(nest.loops.sizes) != list(nest.domain) else ""
-    if nest.row_tiled:
+    if nest.kind == "table":
+        how += ", 64 elements a step with byte shuffles where the CPU has them (codegen.lut)"
+    elif nest.row_tiled:
         period = nest.periodic[0][1]
         how += f" in tiles of {nest.tile // period} rows of {period}"
     elif nest.tile:
         how += f" in tiles of {nest.tile}, stage by stage"
     if threads > 1:
         how += f", on {threads} threads"
-    ops = ", ".join(dict.fromkeys(op.op for op in nest.ops))
+    ops = ", ".join(dict.fromkeys(name for op in nest.ops for name in op.source_ops))
     writes = ", ".join(names[t] for t in nest.writes)
     text = f"Nest {number} over {list(nest.domain) or [1]}{how}: {ops} -> {writes}"
     return ["# " + line for line in textwrap.wrap(text, LINE_LIMIT - 2 - len(INDENT))]
@@ -464,9 +475,13 @@ def op_expression(ir: KernelIR, names: dict[int, str], op: Op, args: list[str],
     if op.op == "LUT":
         offset = -DTYPE_MIN[ir.value(op.inputs[0]).dtype]
         return f"{table_name(names, op)}[{args[0]}{f' + {offset}' if offset else ''}]"
-    if op.op == "QCALL":
-        constants = [literal(c) if isinstance(c, float) else str(c) for c in params["args"]]
-        return f"{params['call']}({', '.join([*args, *constants])})"
+    if op.op == "QCALL":              # constants by name: add_block(a, b, input1_offset=-3, ...)
+        call = params["call"]
+        keywords = ([] if call.startswith("np.") else
+                    list(inspect.signature(getattr(fixedpoint, call)).parameters)[len(args):])
+        constants = [f"{key}={literal(c) if isinstance(c, float) else c}"
+                     for key, c in zip(keywords, params["args"], strict=True)]
+        return f"{call}({', '.join([*args, *constants])})"
     return OPS[op.op].render(args, params, fast)
 
 
@@ -478,17 +493,21 @@ def table_name(names: dict[int, str], op: Op) -> str:
     return f"{names[op.output].upper()}_TABLE"
 
 
-def tables(ir: KernelIR, names: dict[int, str]) -> list[str]:
-    """The module constants of the kernel's LUT ops (numba compiles them in as constants)."""
+def tables(ir: KernelIR, names: dict[int, str], schedule: Schedule) -> list[str]:
+    """The module constants of the kernel's LUT ops (numba compiles them in as constants):
+    indexed by q - qmin, or in table nests by the element's raw byte (codegen.lut)."""
+    by_byte = {nest.ops[0].output for nest in schedule.nests if nest.kind == "table"}
     lines = []
     for op in ir.ops:
         if op.op != "LUT":
             continue
         dtype = ir.value(op.output).dtype
-        entries = [float32_text(v) if dtype == "float32" else str(v)
-                   for v in dict(op.params)["table"]]
+        table = np.array(dict(op.params)["table"], dtype)
+        if op.output in by_byte:
+            table = byte_table(table, ir.value(op.inputs[0]).dtype)
+        entries = [float32_text(v) if dtype == "float32" else str(v) for v in table.tolist()]
         lines += ["", *wrap_call(f"{table_name(names, op)} = np.array([", entries,
-                                 f"], np.{dtype})")]
+                                 f"], np.{table.dtype})")]
     return lines
 
 

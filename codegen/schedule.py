@@ -95,6 +95,7 @@ class Nest:
     tile: int = 0
     periodic: tuple[tuple[int, int], ...] = ()
     stages: tuple[tuple[Op, ...], ...] = ()
+    kind: str = "elementwise"           # or "table": one byte LUT over a whole tensor
 
     @property
     def elements(self) -> int:
@@ -166,15 +167,27 @@ def _loops(ir: KernelIR, domain: tuple[int, ...], ops: tuple[Op, ...], reads: tu
     tile = 0
     if _row_tileable(loops):
         rows, period = loops.sizes
-        periodic = tuple((t, period) for t, mask in loops.broadcast.items() if mask == (True, False))
+        periodic = tuple((t, period) for t, mask in loops.broadcast.items()
+                         if mask == (True, False))
         unit = math.lcm(period, VECTOR_BLOCK)
         tile = min(rows * period, unit * -(-ROW_TILE // unit))
         loops = LoopNest((rows * period,), {t: (mask == (True, True),)
                                             for t, mask in loops.broadcast.items()})
+    if _byte_table(ir, ops, loops):
+        return Nest(domain, ops, loops, reads, writes, stages=(ops,), kind="table")
     stages = _stages(ops, loops)
     if len(stages) > 1 and not tile:
         tile = TILE
     return Nest(domain, ops, loops, reads, writes, tile, periodic, stages)
+
+
+def _byte_table(ir: KernelIR, ops: tuple[Op, ...], loops: LoopNest) -> bool:
+    """One LUT from a whole 8-bit tensor to an 8-bit one: codegen.lut looks up 64 at a time."""
+    if len(ops) != 1 or ops[0].op != "LUT":
+        return False
+    (op,) = ops
+    return (ir.value(op.output).dtype != "float32" and not any(loops.broadcast[op.inputs[0]])
+            and ir.value(op.inputs[0]).literal is None)
 
 
 def _row_tileable(loops: LoopNest) -> bool:

@@ -11,13 +11,16 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from codegen.ir import MAX_RANK, IRError, broadcast_shapes
+from codegen import quant
+from codegen.ir import DTYPES, MAX_RANK, IRError, broadcast_shapes
 from codegen.ops import ACTIVATIONS, OPS_BY_CODE
 
 from . import abi
-from .context import Context, NodeInfo
+from .context import Context, NodeInfo, TensorInfo
 from .model import OP_NAMES
 
+#: Ops fused only with int8/uint8 tensors: codegen.quant has their semantics.
+QUANTIZED_ONLY = ("QUANTIZE", "DEQUANTIZE")
 #: Ops whose params live in a TfLite*Params struct at node->builtin_data (besides activations).
 PARAMS_STRUCTS = {"LEAKY_RELU": abi.TfLiteLeakyReluParams, "GELU": abi.TfLiteGeluParams}
 
@@ -40,6 +43,10 @@ def op_name(node: NodeInfo) -> str:
 
 def unsupported_reason(context: Context, node: NodeInfo) -> str | None:
     """None if the node can be fused, otherwise why it cannot."""
+    tensors = [context.tensor(t) for t in node.inputs + node.outputs if t >= 0]
+    if op_name(node) in QUANTIZED_ONLY or any(t.type_name.lower() in quant.DTYPE_RANGES
+                                              for t in tensors):
+        return quantized_reason(node, tensors)
     spec = OPS_BY_CODE.get(node.builtin_code)
     if spec is None:
         return f"op {op_name(node)} not supported"
@@ -75,9 +82,51 @@ def unsupported_reason(context: Context, node: NodeInfo) -> str | None:
     return None
 
 
+def quantized_reason(node: NodeInfo, tensors: list[TensorInfo]) -> str | None:
+    """None if the int8/uint8 node (or QUANTIZE / DEQUANTIZE) is reproduced exactly."""
+    name = op_name(node)
+    if name not in quant.SUPPORTED_DTYPES:
+        return f"op {name} not supported"
+    arity = 2 if name in quant.BINARY_OPS else 1
+    if len(node.inputs) != arity or len(node.outputs) != 1 or any(t < 0 for t in node.inputs):
+        return f"{len(node.inputs)} inputs / {len(node.outputs)} outputs, expected {arity} / 1"
+    for tensor in tensors:
+        if tensor.type_name.lower() not in DTYPES:
+            return f"dtype {tensor.type_name.lower()} not supported"
+        if len(tensor.shape) > MAX_RANK:
+            return f"rank {len(tensor.shape)} > {MAX_RANK}"
+        if tensor.is_dynamic or tensor.sparse:
+            return f"{'dynamic' if tensor.is_dynamic else 'sparse'} tensor {tensor.name}"
+        if tensor.per_channel:
+            return f"per-channel quantization of {tensor.name} not supported"
+    try:
+        shape = broadcast_shapes(*(t.shape for t in tensors[:-1]))
+    except IRError:
+        return f"shapes {' and '.join(str(list(t.shape)) for t in tensors[:-1])} do not broadcast"
+    if name == "PRELU" and shape != tensors[0].shape:
+        return f"PRELU alpha {list(tensors[1].shape)} broadcasts beyond the input"
+    if name in PARAMS_STRUCTS and not node.builtin_data:
+        return "builtin params missing"
+    # Position-aware: the kernel computes LiteRT's one path at the partition's shapes, or
+    # cannot be built there (codegen.lower), and the partition is then not claimed.
+    return quant.quant_unsupported(name, [t.type_name.lower() for t in tensors],
+                                   [qparams(t) for t in tensors[:-1]], qparams(tensors[-1]),
+                                   dict(fused_node(node).params), position_aware=True)
+
+
+def qparams(tensor: TensorInfo) -> quant.QParams | None:
+    """The tensor's per-tensor quantization, None for float32."""
+    dtype = tensor.type_name.lower()
+    if dtype not in quant.DTYPE_RANGES:
+        return None
+    return quant.QParams(tensor.scale, tensor.zero_point, dtype)
+
+
 def fused_node(node: NodeInfo) -> FusedNode:
     """The node's op and params, read from its builtin data once (in kernel init)."""
-    spec = OPS_BY_CODE[node.builtin_code]
+    spec = OPS_BY_CODE.get(node.builtin_code)
+    if spec is None:                          # QUANTIZE, DEQUANTIZE: no params
+        return FusedNode(node.index, op_name(node), node.inputs, node.outputs[0], ())
     params: dict[str, object] = {}
     if spec.fused_activation and node.builtin_data:
         params["activation"] = abi.TfLiteArithParams.from_address(node.builtin_data).activation

@@ -1,14 +1,17 @@
-"""The bundled demo model, made by the project's own writer, and the demo run.
+"""The bundled demo models, made by the project's own writer.
 
-A transformer-style block in the shapes TFLite converters emit: LayerNorm written as
-MEAN / SQUARED_DIFFERENCE / RSQRT / MUL / ADD (the MEANs stay on LiteRT, the tail fuses), an MLP
-whose GELU is written as MUL / ADD / TANH, and a swish (x * logistic(x)) gate.
+- A float32 transformer-style block in the shapes TFLite converters emit: LayerNorm written as
+  MEAN / SQUARED_DIFFERENCE / RSQRT / MUL / ADD (the MEANs stay on LiteRT, the tail fuses), an
+  MLP whose GELU is written as MUL / ADD / TANH, and a swish (x * logistic(x)) gate.
+- A full-integer int8 MobileNetV3-style block: depthwise convolution, HARD_SWISH, residual
+  ADD. XNNPACK does not take int8 HARD_SWISH, so LiteRT runs it on its slow builtin kernel;
+  the delegate runs it as one table lookup.
 """
 from __future__ import annotations
 
 import numpy as np
 
-from .model import ModelBuilder
+from .model import ModelBuilder, Quantization
 
 NONE = {"fused_activation_function": 0}
 
@@ -61,4 +64,25 @@ def build_demo_model(tokens: int = 256, width: int = 256, seed: int = 0) -> byte
     gated = b.op("MUL", [biased, const("out/scale", (width,), 0.5)], NONE, name="out/scaled")
     out = b.op("ADD", [gated, x], NONE, name="out/residual")
     b.output(out)
+    return b.to_bytes()
+
+
+def build_quantized_demo_model(size: int = 56, channels: int = 48, seed: int = 0) -> bytes:
+    """int8: depthwise 3x3 convolution -> HARD_SWISH -> ADD of the block's input."""
+    rng = np.random.default_rng(seed)
+    b = ModelBuilder("demo_int8_block")
+    x_scale, w_scales = 0.05, rng.uniform(0.004, 0.01, channels).astype(np.float32)
+    x = b.input("x", (1, size, size, channels), np.int8, Quantization.per_tensor(x_scale, 0))
+    weights = b.const("dw/weights", rng.integers(-127, 128, (1, 3, 3, channels)).astype(np.int8),
+                      Quantization(w_scales, np.zeros(channels, np.int64), 3))
+    bias = b.const("dw/bias", rng.integers(-500, 500, channels).astype(np.int32),
+                   Quantization(w_scales * np.float32(x_scale), np.zeros(channels, np.int64)))
+    conv = b.op("DEPTHWISE_CONV_2D", [x, weights, bias],
+                {"padding": 0, "stride_w": 1, "stride_h": 1, "depth_multiplier": 1,
+                 "fused_activation_function": 0}, name="dw/conv",
+                shape=(1, size, size, channels), quantization=Quantization.per_tensor(0.08, -10))
+    swish = b.op("HARD_SWISH", [conv], name="hard_swish",
+                 quantization=Quantization.per_tensor(0.06, -20))
+    b.output(b.op("ADD", [swish, x], NONE, name="residual",
+                  quantization=Quantization.per_tensor(0.1, 0)))
     return b.to_bytes()

@@ -13,11 +13,13 @@ from dataclasses import dataclass
 
 from codegen.compile import DEFAULT_DIR, CompileError, Kernel, KernelCache, max_parallel_threads
 from codegen.ir import IRError, KernelIR, Op, Value, broadcast_shapes
+from codegen.lower import lower
 from codegen.render import TensorTableLayout, render_kernel
 from codegen.schedule import plan
 
 from . import abi
-from .claims import FusedNode, fused_node, integer_exponent, op_name, unsupported_reason
+from .claims import (FusedNode, fused_node, integer_exponent, op_name, qparams,
+                     unsupported_reason)
 from .context import Context, NodeInfo, Partition
 from .errors import KernelBuildError, KernelCompileError
 from .options import FusionOptions
@@ -125,8 +127,8 @@ class FusionDelegate(SimpleDelegate):
         """The measured cost model's verdict on fusing a partition at its current shapes."""
         if self.options.min_speedup <= 0:
             return UNKNOWN
-        ops = [(op.op, math.prod(ir.value(op.output).shape)) for op in ir.ops]
-        return predict(ops, [nest.elements for nest in plan(ir).nests], threads=ir.threads)
+        return predict(cost_keys(ir), [nest.elements for nest in plan(ir).nests],
+                       threads=ir.threads)
 
     def kernel_threads(self, context: Context) -> int:
         """The `num_threads` option, else the interpreter's, within what numba can run."""
@@ -142,27 +144,45 @@ class FusionDelegate(SimpleDelegate):
                 f"{len(self.last_partitions)} partitions")
 
 
+def cost_keys(ir: KernelIR) -> list[tuple[str, int]]:
+    """(cost model key, output elements) of each node the partition replaces: the op, or for a
+    quantized one `OP/int8` (its costs are measured apart: LiteRT often runs it on the
+    builtin kernels, and a chain of them is one table lookup fused)."""
+    keys = []
+    for op in ir.ops:
+        values = [ir.value(t) for t in (*op.inputs, op.output)]
+        quantized = [v.dtype for v in values if v.quantized]
+        for name in op.source_ops:
+            keys.append((f"{name}/{quantized[0]}" if quantized else name,
+                         math.prod(values[-1].shape)))
+    return keys
+
+
 def partition_ir(context: Context, nodes: list[FusedNode], partition: Partition, number: int,
                  threads: int) -> KernelIR:
-    """The partition's IR at the context's current shapes: what its kernel computes. (`nodes`
-    are read once, before kernel prepare, where the runtime forbids reading nodes.)"""
+    """The partition's IR at the context's current shapes, its quantized ops lowered: what its
+    kernel computes. (`nodes` are read once, before kernel prepare, where the runtime forbids
+    reading nodes.)"""
     literals = {}
     for t in partition.inputs:
         info = context.tensor(t)
         if info.is_constant and math.prod(info.shape) == 1:
-            literals[t] = float(context.view(t).reshape(-1)[0])
+            literals[t] = context.view(t).reshape(-1)[0].item()
     shapes = {t: context.tensor(t).shape for t in partition.inputs}
     for node in nodes:
         shapes[node.output] = broadcast_shapes(*(shapes[t] for t in node.inputs))
-    return KernelIR(
+    infos = {t: context.tensor(t) for t in shapes}
+    ir = KernelIR(
         partition=number,
-        values=tuple(Value(t, context.tensor(t).name, shapes[t], literals.get(t))
+        values=tuple(Value(t, infos[t].name, shapes[t], literals.get(t),
+                           infos[t].type_name.lower(), qparams(infos[t]))
                      for t in sorted(shapes)),
         ops=tuple(Op(n.index, n.op, n.inputs, n.output, _params(n, shapes, literals))
                   for n in nodes),
         inputs=tuple(t for t in partition.inputs if t not in literals),
         outputs=partition.outputs,
         threads=threads)
+    return lower(ir)
 
 
 def _params(node: FusedNode, shapes: dict, literals: dict) -> tuple:

@@ -16,8 +16,10 @@ from .errors import DelegateOptionError
 class FusionOptions:
     #: Keep at most this many partitions, largest first (<= 0: no limit).
     max_delegated_partitions: int = 0
-    #: Stop at the first partition with fewer nodes (TFLite's semantics; 1: claim single ops).
-    min_nodes_per_partition: int = 2
+    #: Stop at the first partition with fewer nodes (TFLite's semantics). 1 by default: the
+    #: cost model decides what pays, and one int8 node XNNPACK does not take (HARD_SWISH, ...)
+    #: pays on its own.
+    min_nodes_per_partition: int = 1
     #: Directory of compiled kernels; "" turns the disk cache off.
     cache_dir: str = "default"
     #: Claim a partition only if the measured cost model (worth.py) predicts at least this

@@ -38,6 +38,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
 
+from codegen import quant
 from codegen.ops import OPS, TRANSCENDENTAL
 
 from .errors import FusionDelegateError
@@ -45,6 +46,10 @@ from .errors import FusionDelegateError
 log = logging.getLogger("fusion_delegate")
 
 DEFAULT_PATH = Path(__file__).with_name("cost_model.json")
+#: int8 ops have costs of their own, `OP/int8` (fusion.cost_keys): LiteRT runs many of them on
+#: its builtin kernels, and a fused chain of unary ones is one table lookup.
+QUANTIZED_OPS = tuple(f"{name}/int8" for name, dtypes in quant.SUPPORTED_DTYPES.items()
+                      if "int8" in dtypes and name not in ("QUANTIZE", "DEQUANTIZE"))
 FORMAT = 3
 
 
@@ -113,9 +118,11 @@ class CostModel:
         return self.threads[below[-1] if below else measured[0]]
 
     def op_cost(self, costs: Costs, name: str) -> OpCost:
-        """The op's measured costs, or those of its cost class's slowest fused op."""
-        if name in costs.ops:
-            return costs.ops[name]
+        """The op's measured costs (a uint8 op: its int8 twin's), or those of its cost class's
+        slowest fused op."""
+        for key in (name, name.replace("/uint8", "/int8")):
+            if key in costs.ops:
+                return costs.ops[key]
         expensive = name in TRANSCENDENTAL or name not in OPS
         same = [n for n in costs.ops if (n in TRANSCENDENTAL) == expensive] or list(costs.ops)
         return costs.ops[max(same, key=lambda n: costs.ops[n].fused_ns)]

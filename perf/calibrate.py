@@ -55,8 +55,8 @@ from ai_edge_litert.interpreter import Interpreter  # noqa: E402
 
 from codegen.ops import OPS  # noqa: E402
 from fusion_delegate import FusionDelegate  # noqa: E402
-from fusion_delegate.model import ModelBuilder, read_model  # noqa: E402
-from fusion_delegate.worth import DEFAULT_PATH, FORMAT, CostModel  # noqa: E402
+from fusion_delegate.model import ModelBuilder, Quantization, read_model  # noqa: E402
+from fusion_delegate.worth import DEFAULT_PATH, FORMAT, QUANTIZED_OPS, CostModel  # noqa: E402
 from perf.suite import cpu_info, size_name, versions  # noqa: E402
 from perf.timing import MIN_ROUNDS, batch_size, no_gc, per_call  # noqa: E402
 from perf.workloads import WORKLOADS  # noqa: E402
@@ -88,16 +88,32 @@ def op_options(name: str) -> dict | None:
     return {"LEAKY_RELU": {"alpha": 0.2}, "GELU": {"approximate": False}}.get(name)
 
 
+INT8 = Quantization.per_tensor(0.05, 0)
+UNSIGNED = Quantization.per_tensor(0.05, -128)      # every code >= the zero point
+#: Quantization the builtin kernels require: LOGISTIC's output, SQRT's and RSQRT's inputs at
+#: or above their zero point (else they fail); TANH's output as converters write it.
+INT8_INPUTS = {"SQRT": UNSIGNED, "RSQRT": UNSIGNED}
+INT8_OUTPUTS = {"LOGISTIC": Quantization.per_tensor(1 / 256, -128),
+                "TANH": Quantization.per_tensor(1 / 128, 0), **INT8_INPUTS}
+
+
 def chain(name: str, k: int, n: int) -> bytes:
-    """k times `h = op(h)`, or `h = op(h, y)` with y per channel for a binary op."""
-    b = ModelBuilder(f"{name.lower()}_x{k}")
+    """k times `h = op(h)`, or `h = op(h, y)` with y per channel for a binary op; `OP/int8`:
+    the same in int8, every tensor scale 0.05 and zero point 0 but where the op needs others."""
+    op, _, dtype = name.partition("/")
+    b = ModelBuilder(f"{op.lower()}_x{k}")
     channels = min(CHANNELS, n)
-    h = b.input("x", (n // channels, channels))
+    q = INT8_INPUTS.get(op, INT8) if dtype else None
+    h = b.input("x", (n // channels, channels), np.int8 if dtype else np.float32, q)
     y = None
-    if OPS[name].arity == 2:
-        y = b.const("y", np.random.default_rng(1).uniform(0.5, 1.5, channels).astype(np.float32))
+    rng = np.random.default_rng(1)
+    if OPS[op].arity == 2 and dtype:
+        y = b.const("y", rng.integers(1, 40, channels).astype(np.int8), INT8)
+    elif OPS[op].arity == 2:
+        y = b.const("y", rng.uniform(0.5, 1.5, channels).astype(np.float32))
     for _ in range(k):
-        h = b.op(name, [h] if y is None else [h, y], op_options(name))
+        h = b.op(op, [h] if y is None else [h, y], op_options(op),
+                 quantization=INT8_OUTPUTS.get(op, INT8) if dtype else None)
     b.output(h)
     return b.to_bytes()
 
@@ -134,15 +150,21 @@ def interpreter(model: bytes, threads: int, cache_dir: str | None,
     it.allocate_tensors()
     rng = np.random.default_rng(0)
     for detail in it.get_input_details():
-        data = inputs[detail["name"]] if inputs else rng.uniform(0.5, 1.5, detail["shape"])
-        it.set_tensor(detail["index"], data.astype(np.float32))
+        if inputs:
+            data = inputs[detail["name"]]
+        elif detail["dtype"] == np.int8:    # codes at or above the zero point: SQRT's domain
+            data = rng.integers(0, 100, detail["shape"])
+        else:
+            data = rng.uniform(0.5, 1.5, detail["shape"])
+        it.set_tensor(detail["index"], data.astype(detail["dtype"]))
     it.invoke()
     excluded = {int(node) for node in exclude.split(",") if node}
     if delegate and (len(delegate.kernels) != 1 or any(
             c.reason for c in delegate.claims.values() if c.index not in excluded)):
         raise RuntimeError(f"the delegate did not fuse the whole model: {delegate.summary()}")
     out = it.get_tensor(it.get_output_details()[0]["index"])
-    if np.any((out != 0) & (np.abs(out) < np.finfo(np.float32).tiny)):
+    tiny = np.finfo(np.float32).tiny
+    if out.dtype == np.float32 and np.any((out != 0) & (np.abs(out) < tiny)):
         print("warning: subnormal outputs, the timing may include microcode assists",
               file=sys.stderr)
     return it.invoke
@@ -190,17 +212,17 @@ def timed_rounds(methods: dict[Key, Invoke], rounds: int,
     return times
 
 
-def measure(threads: int, cache_dir: str, ops: list[str]) -> dict[Key, float]:
+def measure(threads: int, cache_dir: str, ops: list[str], passes: int) -> dict[Key, float]:
     """Median seconds per invoke of every chain, over the rounds of all passes."""
     samples: dict[Key, list[float]] = defaultdict(list)
     started = time.perf_counter()
-    for number in range(PASSES):
+    for number in range(passes):
         for n in SIZES:
             for name in ops:
                 methods = group(name, n, threads, cache_dir)
                 for key, values in timed_rounds(methods, ROUNDS, GROUP_SECONDS).items():
                     samples[key] += values
-        print(f"  {threads} thread(s): pass {number + 1}/{PASSES} "
+        print(f"  {threads} thread(s): pass {number + 1}/{passes} "
               f"({time.perf_counter() - started:.0f} s)", file=sys.stderr)
     return {key: statistics.median(values) for key, values in samples.items()}
 
@@ -338,8 +360,11 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--threads", type=int, nargs="+", default=[1],
                         help="interpreter thread counts to measure (1)")
-    parser.add_argument("--ops", nargs="+", choices=sorted(OPS), default=list(OPS),
+    parser.add_argument("--ops", nargs="+", choices=sorted([*OPS, *QUANTIZED_OPS]),
+                        default=[*OPS, *QUANTIZED_OPS],
                         help="only these ops (a partial model, for trying things out)")
+    parser.add_argument("--passes", type=int, default=PASSES,
+                        help=f"rounds over every op and size ({PASSES})")
     parser.add_argument("--out", type=Path, default=DEFAULT_PATH)
     return parser.parse_args(argv)
 
@@ -352,13 +377,13 @@ def main(argv: list[str] | None = None) -> None:
     tables, checks = {}, []
     with tempfile.TemporaryDirectory(prefix="fusion_calibrate_") as cache_dir:
         for threads in args.threads:
-            tables[str(threads)] = fit(measure(threads, cache_dir, ops), ops)
+            tables[str(threads)] = fit(measure(threads, cache_dir, ops, args.passes), ops)
         header = {
             "command": " ".join(["python perf/calibrate.py", *sys.argv[1:]]),
             "date": datetime.datetime.now().astimezone().isoformat(timespec="seconds"),
             "machine": cpu_info(), "versions": versions(),
             "sizes": list(SIZES), "fused_size": FUSED_SIZE, "chains": list(K),
-            "passes": PASSES, "batch_seconds": BATCH_SECONDS,
+            "passes": args.passes, "batch_seconds": BATCH_SECONDS,
             "note": "LiteRT = Interpreter(num_threads=threads), XNNPACK applied; the fused "
                     "costs change as the kernels do: rerun perf/calibrate.py to refit",
         }

@@ -11,7 +11,7 @@ from typing import Callable
 
 import numpy as np
 
-from fusion_delegate.model import ModelBuilder
+from fusion_delegate.model import ModelBuilder, Quantization
 
 NONE, RELU6 = 0, 3
 ARITHMETIC = ("ADD", "SUB", "MUL", "DIV")  # the ops with a fused activation
@@ -29,8 +29,9 @@ class Case:
 
     @property
     def io_bytes(self) -> int:
-        """Inputs read once plus the output written once (float32), from the model's view."""
-        return 4 * (sum(a.size for a in self.inputs.values()) + self.elements)
+        """Inputs read once plus the output written once, from the model's view."""
+        itemsize = max(a.itemsize for a in self.inputs.values())
+        return sum(a.nbytes for a in self.inputs.values()) + itemsize * self.elements
 
 
 class Graph:
@@ -60,11 +61,17 @@ class Graph:
     def per_channel(self, low: float, high: float) -> int:
         return self.const(self.rng.uniform(low, high, self.channels))
 
-    def op(self, op: str, *inputs: int, activation: int = NONE) -> int:
+    def int8_input(self, name: str, quantization: Quantization) -> int:
+        self.inputs[name] = self.rng.integers(-128, 128, (self.rows, self.channels), np.int8)
+        return self.builder.input(name, (self.rows, self.channels), np.int8, quantization)
+
+    def op(self, op: str, *inputs: int, activation: int = NONE,
+           quantization: Quantization | None = None) -> int:
         """`op` over `inputs`; arithmetic ops get `activation` fused."""
         options = {"fused_activation_function": activation} if op in ARITHMETIC else None
         self.ops += 1
-        return self.builder.op(op, list(inputs), options, name=f"{op.lower()}_{self.ops}")
+        return self.builder.op(op, list(inputs), options, name=f"{op.lower()}_{self.ops}",
+                               quantization=quantization)
 
     def case(self, output: int, elements: int) -> Case:
         self.builder.output(output)
@@ -138,6 +145,24 @@ def transcendental(g: Graph) -> int:
     return g.op("ADD", waves, g.op("LOG", g.op("ADD", exp, sigmoid)))
 
 
+def hard_swish_int8(g: Graph) -> int:
+    """int8 HARD_SWISH, which XNNPACK leaves to LiteRT's builtin kernel: one table lookup."""
+    x = g.int8_input("x", Quantization.per_tensor(0.05, 3))
+    return g.op("HARD_SWISH", x, quantization=Quantization.per_tensor(0.04, -5))
+
+
+def int8_block(g: Graph) -> int:
+    """int8 HARD_SWISH, per-channel ADD, RELU6 and TANH: a table, a fixed-point ADD and a
+    composed table in one loop."""
+    x = g.int8_input("x", Quantization.per_tensor(0.05, 3))
+    h = g.op("HARD_SWISH", x, quantization=Quantization.per_tensor(0.04, -5))
+    bias = g.builder.const("bias", g.rng.integers(-20, 20, g.channels).astype(np.int8),
+                           Quantization.per_tensor(0.03, 0))
+    a = g.op("ADD", h, bias, quantization=Quantization.per_tensor(0.06, 2))
+    r = g.op("RELU6", a, quantization=Quantization.per_tensor(0.06, 2))
+    return g.op("TANH", r, quantization=Quantization.per_tensor(1 / 128, 0))
+
+
 def add_mul(g: Graph) -> int:
     """ADD then MUL by scalars: one small partition, to time invoking rather than computing."""
     x = g.normal_input("x")
@@ -172,6 +197,8 @@ WORKLOADS: dict[str, Workload] = {w.name: w for w in (
     Workload("chain16", chain16),
     Workload("layernorm_tail", layernorm_tail),
     Workload("transcendental", transcendental),
+    Workload("hard_swish_int8", hard_swish_int8),
+    Workload("int8_block", int8_block),
 )}
 
 #: Per-channel math with short channel dims, as in mobile CNNs: the schedule's row tiles.

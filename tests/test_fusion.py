@@ -99,7 +99,7 @@ def test_unclaimed_nodes_say_why():
                     {"new_shape": [3, 2]}, shape=(3, 2)),
                b.op("ABS", [x])]
     b.output(*outputs)
-    delegate = FusionDelegate(cache_dir="", min_speedup=0.0)
+    delegate = FusionDelegate(cache_dir="", min_speedup=0.0, min_nodes_per_partition=2)
     builtin_interpreter(b.to_bytes(), [delegate])
     reasons = [c.reason for c in sorted(delegate.claims.values(), key=lambda c: c.index)]
     assert reasons == ["dtype int32 not supported", "rank 7 > 6", "op RESHAPE not supported",

@@ -42,8 +42,12 @@ def test_workload_is_claimed_whole_and_matches_builtin(name):
     assert list(delegate.kernels) == [0]
     assert delegate.kernels[0].ir.bytes_moved() >= case.io_bytes
     assert np.all(np.isfinite(builtin))
-    assert_close(fused, builtin)
-    assert_close(default, builtin)
+    if builtin.dtype == np.float32:
+        assert_close(fused, builtin)
+        assert_close(default, builtin)
+    else:                     # int8: bit-exact; XNNPACK's own int8 kernels round differently
+        np.testing.assert_array_equal(fused, builtin)
+        assert np.abs(default.astype(int) - builtin).max() <= 8
 
 
 def test_tiny_workload_is_one_partition_of_two_ops():

@@ -9,7 +9,7 @@ from dataclasses import asdict, dataclass
 from codegen.schedule import plan
 
 from ..fusion import FusionDelegate
-from ..model import Model, dtype_name
+from ..model import Model, Quantization, dtype_name
 from .text import node_ranges, shape, table
 
 
@@ -20,9 +20,19 @@ class TensorRef:
     shape: tuple[int, ...]
     dtype: str
     constant: bool
+    quantization: str | None = None   # "scale 0.05 zp 3", "per-channel (48)"
 
     def __str__(self) -> str:
-        return f"{self.dtype}{shape(self.shape)}"
+        quantized = f" {self.quantization}" if self.quantization else ""
+        return f"{self.dtype}{shape(self.shape)}{quantized}"
+
+
+def quantization_text(q: Quantization | None) -> str | None:
+    if q is None:
+        return None
+    if len(q.scale) > 1:
+        return f"per-channel ({len(q.scale)})"
+    return f"scale {float(q.scale[0]):.4g} zp {int(q.zero_point[0])}"
 
 
 @dataclass
@@ -94,7 +104,8 @@ def describe(model: Model, delegate: FusionDelegate) -> Plan:
 
     def ref(index: int) -> TensorRef:
         t = graph.tensors[index]
-        return TensorRef(index, t.name, tuple(t.shape), dtype_name(t.dtype), t.data is not None)
+        return TensorRef(index, t.name, tuple(t.shape), dtype_name(t.dtype), t.data is not None,
+                         quantization_text(t.quantization))
 
     nodes = []
     for index in delegate.last_plan:

@@ -1,0 +1,64 @@
+"""Byte table lookups at memory speed: 64 elements a step with AVX-512 VBMI byte shuffles.
+
+A LUT nest (codegen.lower) maps each int8/uint8 element through a 256-entry byte table. LLVM
+turns `table[x[i]]` into one scalar load per element (about 0.5 ns); VPERMI2B looks up 64
+bytes in a 128-byte table in one instruction, so two of them and a blend by the index's top
+bit cover 256 entries. Where the CPU has no VBMI, `lookup_bytes` is the scalar loop.
+
+The table is indexed by the raw byte of the element (`byte_table` rotates an int8 table, which
+codegen.quant indexes by q + 128), so the loop never adds an offset.
+"""
+from __future__ import annotations
+
+import llvmlite.binding as llvm
+import numpy as np
+from llvmlite import ir
+from numba import njit, types
+from numba.extending import intrinsic
+
+_BYTES = ir.VectorType(ir.IntType(8), 64)
+
+#: The CPU has VPERMI2B on 512-bit vectors.
+HAS_BYTE_SHUFFLE = "+avx512vbmi" in llvm.get_host_cpu_features().flatten().split(",")
+
+
+def byte_table(table: np.ndarray, in_dtype: str) -> np.ndarray:
+    """A table indexed by q - qmin, as one indexed by the raw byte of q (uint8 view)."""
+    values = np.asarray(table)
+    if in_dtype == "int8":
+        values = np.roll(values, -128)       # byte b holds q = b - 256 for b >= 128
+    return values.view(np.uint8) if values.dtype.itemsize == 1 else values
+
+
+@intrinsic
+def _lookup_64(typingctx, source, target, table):
+    """target[0:64] = table[source[0:64]] for byte addresses; the table is 256 bytes."""
+    def codegen(context, builder, signature, args):
+        pointer = _BYTES.as_pointer()
+        src, dst, tab = (builder.inttoptr(a, pointer) for a in args)
+        index = builder.load(src, align=1)
+        quarters = [builder.load(builder.gep(tab, [ir.Constant(ir.IntType(64), k)]), align=1)
+                    for k in range(4)]
+        permute = builder.module.declare_intrinsic(
+            "llvm.x86.avx512.vpermi2var.qi.512", fnty=ir.FunctionType(_BYTES, [_BYTES] * 3))
+        low = builder.call(permute, [quarters[0], index, quarters[1]])
+        high = builder.call(permute, [quarters[2], index, quarters[3]])
+        upper = builder.icmp_signed("<", index, ir.Constant(_BYTES, None))
+        builder.store(builder.select(upper, high, low), dst, align=1)
+        return context.get_dummy_value()
+    return types.void(types.int64, types.int64, types.int64), codegen
+
+
+@njit(error_model="numpy", nogil=True, cache=True)
+def lookup_bytes(source, target, table):
+    """target[i] = table[byte of source[i]] over whole arrays of 8-bit values."""
+    raw = source.view(np.uint8)
+    n = raw.shape[0]
+    start = 0
+    if HAS_BYTE_SHUFFLE:
+        start = n - n % 64
+        for i in range(0, start, 64):
+            _lookup_64(raw.ctypes.data + i, target.ctypes.data + i, table.ctypes.data)
+    out = target.view(np.uint8)
+    for i in range(start, n):
+        out[i] = table[raw[i]]
