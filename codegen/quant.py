@@ -21,7 +21,7 @@ roundings: QUANTIZE, DEQUANTIZE, requantizing QUANTIZE, ADD and MUL. `binary_pat
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import astuple, dataclass
 from typing import Callable, Sequence
 
 import numpy as np
@@ -276,8 +276,17 @@ def _saturating_float_to_int32(x: np.ndarray) -> np.ndarray:
 
 # ------------------------------------------------------------------------ prepared params
 
+class _Prepared:
+    """Prepare results, in the order the codegen.fixedpoint helper takes them after its
+    operands (`args`)."""
+
+    @property
+    def args(self) -> tuple[int, ...]:
+        return astuple(self)
+
+
 @dataclass(frozen=True)
-class ArithParams:
+class ArithParams(_Prepared):
     """ADD / SUB / SQUARED_DIFFERENCE Prepare results (the ArithmeticParams Eval gets)."""
     input1_offset: int
     input1_multiplier: int
@@ -292,16 +301,10 @@ class ArithParams:
     act_min: int
     act_max: int
 
-    @property
-    def args(self) -> tuple[int, ...]:
-        return (self.input1_offset, self.input1_multiplier, self.input1_shift,
-                self.input2_offset, self.input2_multiplier, self.input2_shift,
-                self.left_shift, self.output_multiplier, self.output_shift,
-                self.output_offset, self.act_min, self.act_max)
 
 
 @dataclass(frozen=True)
-class MulParams:
+class MulParams(_Prepared):
     """MUL Prepare results."""
     input1_offset: int
     input2_offset: int
@@ -311,14 +314,10 @@ class MulParams:
     act_min: int
     act_max: int
 
-    @property
-    def args(self) -> tuple[int, ...]:
-        return (self.input1_offset, self.input2_offset, self.output_multiplier,
-                self.output_shift, self.output_offset, self.act_min, self.act_max)
 
 
 @dataclass(frozen=True)
-class PreluParams:
+class PreluParams(_Prepared):
     """PRELU Prepare results (PreluOpData) and the offsets Eval adds."""
     input_offset: int
     alpha_offset: int
@@ -330,15 +329,10 @@ class PreluParams:
     qmin: int
     qmax: int
 
-    @property
-    def args(self) -> tuple[int, ...]:
-        return (self.input_offset, self.alpha_offset, self.output_multiplier_1,
-                self.output_shift_1, self.output_multiplier_2, self.output_shift_2,
-                self.output_offset, self.qmin, self.qmax)
 
 
 @dataclass(frozen=True)
-class RequantizeParams:
+class RequantizeParams(_Prepared):
     """QUANTIZE int8/uint8 -> int8/uint8 Prepare results."""
     input_zero_point: int
     multiplier: int
@@ -347,10 +341,6 @@ class RequantizeParams:
     qmin: int
     qmax: int
 
-    @property
-    def args(self) -> tuple[int, ...]:
-        return (self.input_zero_point, self.multiplier, self.shift, self.output_zero_point,
-                self.qmin, self.qmax)
 
 
 @dataclass(frozen=True)

@@ -54,22 +54,9 @@ def unsupported_reason(context: Context, node: NodeInfo) -> str | None:
         return f"{len(node.inputs)} inputs / {len(node.outputs)} outputs, expected {spec.arity} / 1"
     if any(t < 0 for t in node.inputs):
         return "optional input missing"
-    tensors = [context.tensor(t) for t in node.inputs + node.outputs]
-    for tensor in tensors:
-        if tensor.type_name.lower() not in spec.dtypes:
-            return f"dtype {tensor.type_name.lower()} not supported"
-        if len(tensor.shape) > MAX_RANK:
-            return f"rank {len(tensor.shape)} > {MAX_RANK}"
-        if tensor.is_dynamic:
-            return f"dynamic tensor {tensor.name or tensor.index}"
-        if tensor.sparse:
-            return f"sparse tensor {tensor.name or tensor.index}"
-    try:
-        shape = broadcast_shapes(*(t.shape for t in tensors[:-1]))
-    except IRError:
-        return f"shapes {' and '.join(str(list(t.shape)) for t in tensors[:-1])} do not broadcast"
-    if spec.name == "PRELU" and shape != tensors[0].shape:
-        return f"PRELU alpha {list(tensors[1].shape)} broadcasts beyond the input"
+    reason = operands_reason(spec.name, tensors, spec.dtypes)
+    if reason:
+        return reason
     exponent = tensors[1] if spec.name == "POW" else None
     if exponent is not None and math.prod(exponent.shape) == 1 and not exponent.is_constant:
         # LiteRT picks powf or repeated squaring per invoke from this value.
@@ -82,6 +69,28 @@ def unsupported_reason(context: Context, node: NodeInfo) -> str | None:
     return None
 
 
+def operands_reason(op: str, tensors: list[TensorInfo], dtypes: tuple[str, ...]) -> str | None:
+    """Why the node's tensors (inputs, then output) keep it from being fused, if they do:
+    dtype, rank, storage, quantization per channel, shapes."""
+    for tensor in tensors:
+        label = tensor.name or tensor.index
+        if tensor.type_name.lower() not in dtypes:
+            return f"dtype {tensor.type_name.lower()} not supported"
+        if len(tensor.shape) > MAX_RANK:
+            return f"rank {len(tensor.shape)} > {MAX_RANK}"
+        if tensor.is_dynamic or tensor.sparse:
+            return f"{'dynamic' if tensor.is_dynamic else 'sparse'} tensor {label}"
+        if tensor.per_channel:
+            return f"per-channel quantization of {label} not supported"
+    try:
+        shape = broadcast_shapes(*(t.shape for t in tensors[:-1]))
+    except IRError:
+        return f"shapes {' and '.join(str(list(t.shape)) for t in tensors[:-1])} do not broadcast"
+    if op == "PRELU" and shape != tensors[0].shape:
+        return f"PRELU alpha {list(tensors[1].shape)} broadcasts beyond the input"
+    return None
+
+
 def quantized_reason(node: NodeInfo, tensors: list[TensorInfo]) -> str | None:
     """None if the int8/uint8 node (or QUANTIZE / DEQUANTIZE) is reproduced exactly."""
     name = op_name(node)
@@ -90,21 +99,9 @@ def quantized_reason(node: NodeInfo, tensors: list[TensorInfo]) -> str | None:
     arity = 2 if name in quant.BINARY_OPS else 1
     if len(node.inputs) != arity or len(node.outputs) != 1 or any(t < 0 for t in node.inputs):
         return f"{len(node.inputs)} inputs / {len(node.outputs)} outputs, expected {arity} / 1"
-    for tensor in tensors:
-        if tensor.type_name.lower() not in DTYPES:
-            return f"dtype {tensor.type_name.lower()} not supported"
-        if len(tensor.shape) > MAX_RANK:
-            return f"rank {len(tensor.shape)} > {MAX_RANK}"
-        if tensor.is_dynamic or tensor.sparse:
-            return f"{'dynamic' if tensor.is_dynamic else 'sparse'} tensor {tensor.name}"
-        if tensor.per_channel:
-            return f"per-channel quantization of {tensor.name} not supported"
-    try:
-        shape = broadcast_shapes(*(t.shape for t in tensors[:-1]))
-    except IRError:
-        return f"shapes {' and '.join(str(list(t.shape)) for t in tensors[:-1])} do not broadcast"
-    if name == "PRELU" and shape != tensors[0].shape:
-        return f"PRELU alpha {list(tensors[1].shape)} broadcasts beyond the input"
+    reason = operands_reason(name, tensors, DTYPES)
+    if reason:
+        return reason
     if name in PARAMS_STRUCTS and not node.builtin_data:
         return "builtin params missing"
     # Position-aware: the kernel computes LiteRT's one path at the partition's shapes, or
