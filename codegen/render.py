@@ -220,7 +220,7 @@ def nest_blocks(ir: KernelIR, names: dict[int, str], schedule: Schedule, threads
             continue
         if nest.kind == "table":
             (op,) = nest.ops
-            lines += [*nest_comment(names, nest, number, 1),
+            lines += [*nest_comment(names, nest, number, n),
                       f"lookup_bytes({names[op.inputs[0]]}, {names[op.output]}, "
                       f"{table_name(names, op)})"]
             continue
@@ -308,8 +308,9 @@ class FastPath:
 
 
 def parallel_threads(requested: int, nest: Nest) -> int:
-    """How many threads a nest's outer loop is split over: 1 unless the nest is large."""
-    if requested <= 1 or nest.elements < PARALLEL_MIN_ELEMENTS:
+    """How many threads a nest's outer loop is split over: 1 unless the nest is large (and
+    loops: a table nest is one call)."""
+    if requested <= 1 or nest.elements < PARALLEL_MIN_ELEMENTS or nest.kind == "table":
         return 1
     return min(requested, outer_levels(nest)[0][1])
 
