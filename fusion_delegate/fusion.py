@@ -71,26 +71,34 @@ class FusionDelegate(SimpleDelegate):
         super().__init__(max_delegated_partitions=self.options.max_delegated_partitions,
                          min_nodes_per_partition=self.options.min_nodes_per_partition)
         self.cache = kernel_cache(self.options.cache_dir)
-        self.claims: dict[int, NodeClaim] = {}
-        self.kernels: dict[int, PreparedKernel] = {}
-        self.predictions: dict[tuple[int, ...], Prediction] = {}
 
-    def initialize(self, context: Context) -> None:
-        self.claims = {}
-        self.kernels = {}
+    @property
+    def claims(self) -> dict[int, NodeClaim]:
+        """The main graph's decision for each node."""
+        return self.main_graph.claims
+
+    @property
+    def kernels(self) -> dict[int, PreparedKernel]:
+        """The main graph's kernels by partition number, as last prepared."""
+        return self.main_graph.kernels
+
+    @property
+    def predictions(self) -> dict[tuple[int, ...], Prediction]:
+        """The cost model's verdict on each of the main graph's candidate partitions."""
+        return self.main_graph.predictions
 
     def is_node_supported(self, context: Context, node: NodeInfo) -> bool:
         if node.index in self.options.excluded_nodes:
             reason = "excluded by the exclude_nodes option"
         else:
             reason = unsupported_reason(context, node)
-        self.claims[node.index] = NodeClaim(node.index, op_name(node), reason)
+        self.graph.claims[node.index] = NodeClaim(node.index, op_name(node), reason)
         return reason is None
 
     def select_partitions(self, context: Context, partitions: list[Partition]) -> list[Partition]:
         """TFLite's selection (largest first, limits) among the partitions whose kernel builds
         and is predicted to pay."""
-        unbuildable, self.predictions = {}, {}
+        unbuildable, predictions, claims = {}, self.graph.predictions, self.graph.claims
         for number, partition in enumerate(partitions):
             try:
                 nodes = [fused_node(context.node(n)) for n in sorted(partition.nodes)]
@@ -99,9 +107,9 @@ class FusionDelegate(SimpleDelegate):
             except (IRError, ValueError) as error:
                 unbuildable[partition.nodes] = f"kernel cannot be built: {error}"
                 continue
-            self.predictions[partition.nodes] = self.predict(ir)
-        paying = [p for p in partitions if p.nodes in self.predictions
-                  and self.predictions[p.nodes].speedup >= self.options.min_speedup]
+            predictions[partition.nodes] = self.predict(ir)
+        paying = [p for p in partitions if p.nodes in predictions
+                  and predictions[p.nodes].speedup >= self.options.min_speedup]
         chosen = super().select_partitions(context, paying)
         minimum = self.min_nodes_per_partition
         for partition in partitions:
@@ -111,16 +119,16 @@ class FusionDelegate(SimpleDelegate):
                 reason = unbuildable[partition.nodes]
             elif partition not in paying:
                 reason = (f"not worth it (predicted "
-                          f"{self.predictions[partition.nodes].speedup:.2f}x LiteRT)")
+                          f"{predictions[partition.nodes].speedup:.2f}x LiteRT)")
             elif len(partition.nodes) < minimum:
                 reason = f"partition too small ({len(partition.nodes)} < {minimum} nodes)"
             else:
                 reason = "over max_delegated_partitions"
             for node in partition.nodes:
-                self.claims[node].reason = reason
+                claims[node].reason = reason
         for number, partition in enumerate(chosen):
             for node in partition.nodes:
-                self.claims[node].partition = number
+                claims[node].partition = number
         return chosen
 
     def predict(self, ir: KernelIR) -> Prediction:
@@ -202,7 +210,8 @@ class FusionKernel(SimpleDelegateKernel):
              outputs: tuple[int, ...]) -> None:
         self.nodes = [fused_node(n) for n in sorted(nodes, key=lambda n: n.index)]
         self.partition = Partition(tuple(n.index for n in self.nodes), inputs, outputs)
-        first = self.delegate.claims.get(self.partition.nodes[0])
+        self.graph = self.delegate.graph      # the subgraph being prepared
+        first = self.graph.claims.get(self.partition.nodes[0])
         self.number = first.partition if first else 0
 
     def prepare(self, context: Context) -> None:
@@ -223,4 +232,4 @@ class FusionKernel(SimpleDelegateKernel):
         except CompileError as error:
             raise KernelCompileError(hint.format(error), error.source_path) from error
         self.native_invoke_address = kernel.address
-        self.delegate.kernels[self.number] = PreparedKernel(self.number, ir, kernel)
+        self.graph.kernels[self.number] = PreparedKernel(self.number, ir, kernel)

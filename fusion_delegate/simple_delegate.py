@@ -23,6 +23,7 @@ import threading
 import traceback
 import weakref
 from ctypes import POINTER, c_int64, c_void_p
+from dataclasses import dataclass, field
 
 from . import abi, native
 from .context import Context, NodeInfo, Partition
@@ -51,6 +52,18 @@ class SimpleDelegateKernel:
         raise NotImplementedError(f"{type(self).__name__} has neither invoke() nor a native one")
 
 
+@dataclass
+class Graph:
+    """What one delegate Prepare saw and chose for one subgraph: its execution plan, the
+    partitions chosen, and what a subclass keeps about them (claims by node, kernels and
+    predictions by partition)."""
+    plan: tuple[int, ...] = ()
+    partitions: list[Partition] = field(default_factory=list)
+    claims: dict = field(default_factory=dict)
+    kernels: dict = field(default_factory=dict)
+    predictions: dict = field(default_factory=dict)
+
+
 class SimpleDelegate:
     """A delegate defined by which nodes it supports and the kernel it creates.
 
@@ -70,9 +83,11 @@ class SimpleDelegate:
         self.max_delegated_partitions = max_delegated_partitions
         self.min_nodes_per_partition = min_nodes_per_partition
         self.last_error: BaseException | None = None
-        #: What the last delegate Prepare saw and chose, for tools and tests.
-        self.last_plan: tuple[int, ...] = ()
-        self.last_partitions: list[Partition] = []
+        #: Per subgraph (by its context's address) of the interpreter last given this delegate:
+        #: a model may have several (the wake-word models' init graph), and the runtime
+        #: prepares the delegate on each. `graph` is the one being prepared.
+        self.graphs: dict[int, Graph] = {}
+        self.graph = Graph()
         self._name_bytes = self.name.encode()
         self._delegate = abi.TfLiteDelegate(
             data_=None, Prepare=_DELEGATE_PREPARE,
@@ -102,17 +117,33 @@ class SimpleDelegate:
             chosen.append(partition)
         return chosen
 
+    @property
+    def main_graph(self) -> Graph:
+        """The model's main graph: the subgraph with the most nodes, for tools and tests."""
+        return max(self.graphs.values(), key=lambda g: len(g.plan), default=Graph())
+
+    @property
+    def last_plan(self) -> tuple[int, ...]:
+        return self.main_graph.plan
+
+    @property
+    def last_partitions(self) -> list[Partition]:
+        return self.main_graph.partitions
+
     # --- what the interpreter calls -----------------------------------------------------------
     def _get_native_delegate_pointer(self) -> int:
+        self.graphs = {}                     # a new interpreter: its subgraphs follow
         return self._address
 
     def _prepare(self, context: Context) -> None:
         abi.check_live_context(context.pointer)
+        self.graph = self.graphs[context.address()] = Graph()
         self.initialize(context)
         plan = context.execution_plan()
+        self.graph.plan = plan
         supported = tuple(i for i in plan if self.is_node_supported(context, context.node(i)))
         chosen = self.select_partitions(context, context.preview_partitions(supported))
-        self.last_plan, self.last_partitions = plan, chosen
+        self.graph.partitions = chosen
         nodes = sorted(n for partition in chosen for n in partition.nodes)
         log.info("%s: %d of %d nodes delegated in %d partitions",
                  self.name, len(nodes), len(plan), len(chosen))

@@ -1,0 +1,393 @@
+"""Real models, one command: `python perf/models.py [--models GLOB] [--threads 1 2] [--rounds N]`.
+
+Times every model of the corpus (tests/models/, built by `bash tests/models/build_corpus.sh`)
+under LiteRT's default path (XNNPACK, `OpResolverType.AUTO`) and under the same plus
+`FusionDelegate()` with its default options, in interleaved rounds (perf/timing.py), median per
+invoke, at each thread count. Then, per partition: every partition the delegate claims with
+`min_speedup=0`, the cost model's predicted speedup (what the default options decide on, from
+`delegate.predictions`) against the measured gain of claiming only that partition (the model's
+time without the delegate / with only that partition claimed, through `exclude_nodes`).
+
+Writes a fixed-width table to stdout and perf/MODELS.md (`--out`), with the machine.
+"""
+from __future__ import annotations
+
+import argparse
+import datetime
+import fnmatch
+import json
+import math
+import os
+import sys
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))  # `python perf/models.py` from anywhere
+
+import numpy as np  # noqa: E402
+from ai_edge_litert.interpreter import Interpreter, OpResolverType  # noqa: E402
+
+from fusion_delegate import FusionDelegate  # noqa: E402
+from fusion_delegate.options import FusionOptions  # noqa: E402
+from fusion_delegate.tools.runner import random_inputs, set_inputs  # noqa: E402
+from perf.suite import cpu_info, fixed_width, markdown, versions  # noqa: E402
+from perf.timing import MIN_ROUNDS, Samples, interleaved  # noqa: E402
+
+CORPUS = Path(os.environ.get("FUSION_CORPUS_DIR") or ROOT / "tests" / "models" / "corpus")
+MIN_SPEEDUP = FusionOptions().min_speedup      # what the default options claim from
+LITERT, DELEGATE = "litert_default", "delegate_defaults"
+NONE = "none"
+
+
+@dataclass(frozen=True)
+class Config:
+    rounds: int                 # at most; the budget stops a case after MIN_ROUNDS
+    batch_seconds: float        # a model invoke is longer: one invoke per batch
+    model_seconds: float        # timing budget per model and thread count
+    chunk_seconds: float        # per chunk of partitions
+    chunk: int                  # partitions timed together, beside the model without any
+
+
+# ------------------------------------------------------------------------------ interpreters
+
+def interpreter(data: bytes, threads: int, delegate: FusionDelegate | None = None) -> Interpreter:
+    """LiteRT as users get it (XNNPACK takes what the delegate leaves), allocated."""
+    it = Interpreter(model_content=data, num_threads=threads,
+                     experimental_delegates=[delegate] if delegate is not None else [],
+                     experimental_op_resolver_type=OpResolverType.AUTO)
+    it.allocate_tensors()
+    return it
+
+
+def model_inputs(it: Interpreter, model: dict) -> list[np.ndarray]:
+    """The test's inputs: fixed seed, the model's own float range (manifest `input_range`)."""
+    rng = np.random.default_rng(0)
+    return random_inputs(it, rng, tuple(model.get("input_range", (-1.0, 1.0))))
+
+
+def claimed_nodes(delegate: FusionDelegate) -> int:
+    return sum(c.reason is None for c in delegate.claims.values())
+
+
+# ------------------------------------------------------------------------------------ models
+
+@dataclass
+class ModelResult:
+    model: str
+    variant: str
+    threads: int
+    nodes: int = 0                  # in the graph the delegate saw (its last_plan)
+    claimed: int = 0
+    partitions: int = 0
+    times: dict[str, Samples] = field(default_factory=dict)   # seconds per invoke
+    error: str | None = None
+
+    @property
+    def speedup(self) -> float:
+        return self.times[LITERT].median / self.times[DELEGATE].median
+
+
+def time_model(model: dict, data: bytes, threads: int, config: Config) -> ModelResult:
+    result = ModelResult(model["id"], model["variant"], threads)
+    plain = interpreter(data, threads)
+    inputs = model_inputs(plain, model)
+    delegate = FusionDelegate()
+    try:
+        fused = interpreter(data, threads, delegate)
+    except Exception as error:  # noqa: BLE001 - reported in the table, the run goes on
+        result.error = f"{type(error).__name__}: {error}".splitlines()[0][:200]
+        return result
+    result.nodes, result.claimed = len(delegate.last_plan), claimed_nodes(delegate)
+    result.partitions = len(delegate.last_partitions)
+    for it in (plain, fused):
+        set_inputs(it, inputs)
+    result.times = interleaved({LITERT: plain.invoke, DELEGATE: fused.invoke}, config.rounds,
+                               config.batch_seconds, config.model_seconds)
+    return result
+
+
+# -------------------------------------------------------------------------------- partitions
+
+@dataclass
+class PartitionResult:
+    model: str
+    threads: int
+    nodes: tuple[int, ...]
+    ops: tuple[str, ...]
+    predicted: float | None         # litert_us / fused_us from the cost model; None: unknown
+    predicted_saving_us: float | None
+    times: dict[str, Samples] = field(default_factory=dict)  # NONE, and "only" this partition
+    note: str = ""
+
+    @property
+    def gain(self) -> float | None:
+        """Time with no partition claimed / time with only this one (> 1: it pays)."""
+        return self.times[NONE].median / self.times["only"].median if self.times else None
+
+    @property
+    def saving_us(self) -> float | None:
+        return (self.times[NONE].median - self.times["only"].median) * 1e6 if self.times else None
+
+    @property
+    def noise_us(self) -> float | None:
+        """Half the interquartile range of the no-delegate rounds: gains within it are noise."""
+        if not self.times:
+            return None
+        s = self.times[NONE]
+        return s.spread * s.median * 1e6 / 2
+
+    @property
+    def right(self) -> bool | None:
+        """The default options' decision agrees with the measurement."""
+        if self.predicted is None or self.gain is None:
+            return None
+        return (self.predicted >= MIN_SPEEDUP) == (self.gain > 1.0)
+
+
+def only(delegate_nodes: set[int], keep: tuple[int, ...]) -> FusionDelegate:
+    """A delegate that may claim only `keep`: every other claimable node is excluded."""
+    excluded = sorted(delegate_nodes - set(keep))
+    return FusionDelegate(min_speedup=0.0, exclude_nodes=",".join(map(str, excluded)))
+
+
+def time_partitions(model: dict, data: bytes, threads: int,
+                    config: Config) -> list[PartitionResult]:
+    """Each partition claimed at min_speedup=0, alone, against the model without the delegate,
+    in chunks of `config.chunk` partitions timed in the same rounds as that baseline."""
+    everything = FusionDelegate(min_speedup=0.0)
+    try:
+        interpreter(data, threads, everything)
+        judge = FusionDelegate()               # the default options: predictions for all
+        interpreter(data, threads, judge)
+    except Exception as error:  # noqa: BLE001 - the models table reports it
+        print(f"  {model['id']}: partitions skipped: {type(error).__name__}", file=sys.stderr)
+        return []
+    claimable = {c.index for c in everything.claims.values() if c.reason is None}
+    results = []
+    for partition in everything.last_partitions:
+        prediction = judge.predictions.get(partition.nodes)
+        known = prediction is not None and math.isfinite(prediction.speedup)
+        results.append(PartitionResult(
+            model["id"], threads, partition.nodes,
+            tuple(everything.claims[n].op for n in partition.nodes),
+            prediction.speedup if known else None,
+            prediction.litert_us - prediction.fused_us if known else None))
+    plain = interpreter(data, threads)
+    inputs = model_inputs(plain, model)
+    set_inputs(plain, inputs)
+    for start in range(0, len(results), config.chunk):
+        chunk = results[start:start + config.chunk]
+        methods = {NONE: plain.invoke}
+        for k, result in enumerate(chunk):
+            delegate = only(claimable, result.nodes)
+            it = interpreter(data, threads, delegate)
+            if [p.nodes for p in delegate.last_partitions] != [result.nodes]:
+                result.note = (f"alone it became {len(delegate.last_partitions)} partitions: "
+                               f"{[p.nodes for p in delegate.last_partitions]}")
+            set_inputs(it, inputs)
+            methods[str(k)] = it.invoke
+        times = interleaved(methods, config.rounds, config.batch_seconds, config.chunk_seconds)
+        for k, result in enumerate(chunk):
+            result.times = {NONE: times[NONE], "only": times[str(k)]}
+    return results
+
+
+# ----------------------------------------------------------------------------------- report
+
+def geomean(values: list[float]) -> float:
+    return math.exp(sum(map(math.log, values)) / len(values)) if values else math.nan
+
+
+MODEL_COLUMNS = ("model", "variant", "claimed/nodes", "partitions", "litert_ms", "delegate_ms",
+                 "speedup", "iqr%")
+
+
+def model_rows(results: list[ModelResult]) -> list[tuple]:
+    rows = []
+    for r in results:
+        if r.error:
+            rows.append((r.model, r.variant, "-", "-", "-", "-", f"error: {r.error}", ""))
+            continue
+        spread = max(r.times[LITERT].spread, r.times[DELEGATE].spread)
+        rows.append((r.model, r.variant, f"{r.claimed}/{r.nodes}", r.partitions,
+                     f"{r.times[LITERT].median * 1e3:.2f}", f"{r.times[DELEGATE].median * 1e3:.2f}",
+                     f"{r.speedup:.3f}x", f"{100 * spread:.0f}"))
+    speedups = [r.speedup for r in results if not r.error]
+    if speedups:
+        rows.append(("geomean", f"{len(speedups)} models", "", "", "", "",
+                     f"{geomean(speedups):.3f}x", ""))
+    return rows
+
+
+PARTITION_COLUMNS = ("model", "nodes", "ops", "predicted", "claimed_by_default", "pred_save_us",
+                     "meas_save_us", "noise_us", "gain", "right", "note")
+
+
+def partition_rows(results: list[PartitionResult]) -> list[tuple]:
+    def number(value: float | None, form: str) -> str:
+        return "n/a" if value is None else format(value, form)
+
+    return [(r.model, ",".join(map(str, r.nodes)), " ".join(r.ops),
+             number(r.predicted, ".2f"),
+             "n/a" if r.predicted is None else ("yes" if r.predicted >= MIN_SPEEDUP else "no"),
+             number(r.predicted_saving_us, ".1f"), number(r.saving_us, ".1f"),
+             number(r.noise_us, ".1f"), number(r.gain, ".4f"),
+             {True: "yes", False: "NO", None: "n/a"}[r.right], r.note)
+            for r in results]
+
+
+def decisions(results: list[PartitionResult]) -> str:
+    judged = [r for r in results if r.right is not None]
+    if not judged:
+        return "no partition could be judged"
+    clear = [r for r in judged if abs(r.saving_us) > r.noise_us]
+    share = sum(r.right for r in judged) / len(judged)
+    text = (f"right decisions: {sum(r.right for r in judged)} of {len(judged)} "
+            f"({100 * share:.0f}%)")
+    if clear:
+        text += (f"; where the measured saving exceeds the noise: "
+                 f"{sum(r.right for r in clear)} of {len(clear)} "
+                 f"({100 * sum(r.right for r in clear) / len(clear):.0f}%)")
+    return text
+
+
+def header(meta: dict) -> list[str]:
+    c, r = meta["machine"], meta["config"]
+    return [
+        f"- date: {meta['date']}",
+        f"- CPU: {c['cpu']} (family/model {c['family/model']}, LLVM {c['llvm_cpu']}); "
+        f"avx2 {c['avx2']}, avx512f {c['avx512f']}; {c['cores']} cores; "
+        f"threads: {', '.join(map(str, meta['threads']))}",
+        "- versions: " + ", ".join(f"{k} {v}" for k, v in meta["versions"].items()),
+        f"- corpus: {meta['corpus']} ({meta['models']} models matching `{meta['glob']}`; "
+        f"per-partition section: `{meta['partition_glob']}`)",
+        f"- repetitions: interleaved rounds, one invoke (or ~{r['batch_seconds'] * 1e3:g} ms) per "
+        f"method per round, up to {r['rounds']} rounds (at least {min(MIN_ROUNDS, r['rounds'])}"
+        f"; ~{r['model_seconds']:g} s budget per model, ~{r['chunk_seconds']:g} s per chunk of "
+        f"{r['chunk']} partitions), median per invoke",
+        f"- the machine is shared and noisy (1-minute load average {meta['load'][0]:.1f} at the "
+        f"start, {meta['load'][1]:.1f} at the end, on {c['cores']} cores): compare ratios from "
+        f"the same run, not absolute times; `iqr%` is the larger interquartile range / median "
+        f"of the two",
+        f"- run time: {meta['seconds']:.0f} s",
+    ]
+
+
+LEGEND = f"""\
+`claimed/nodes` and `partitions` are the delegate's with its default options (`min_speedup`
+{MIN_SPEEDUP:g}), in the graph it saw (for a model with several subgraphs: the last one
+prepared); `litert_ms` is LiteRT default (XNNPACK) alone, `delegate_ms` the same with
+`FusionDelegate()`; `speedup` = litert_ms / delegate_ms (above 1: the delegate is faster)."""
+
+PARTITION_LEGEND = f"""\
+Every partition the delegate claims with `min_speedup=0`, claimed alone (the other claimable
+nodes passed in `exclude_nodes`), LiteRT default running the rest. `predicted`: the cost
+model's litert_us / fused_us for it (`delegate.predictions` of the default options; n/a where
+the cost model is unavailable); `claimed_by_default`: predicted >= {MIN_SPEEDUP:g};
+`pred_save_us`: litert_us - fused_us; `meas_save_us`: the model's median time without the
+delegate minus with only this partition; `noise_us`: half the interquartile range of the
+no-delegate rounds; `gain`: time without / time with only this partition; `right`:
+(predicted >= {MIN_SPEEDUP:g}) == (gain > 1). A partition is a small share of a model's time,
+so most gains are within the noise: the count where the saving exceeds the noise is the one to
+read."""
+
+
+def write_report(path: Path, meta: dict, models: list[ModelResult],
+                 partitions: list[PartitionResult]) -> None:
+    parts = ["# fusion-delegate on real models", "\n".join(header(meta))]
+    for threads in meta["threads"]:
+        parts += [f"## {threads} thread{'s' if threads > 1 else ''}",
+                  markdown(MODEL_COLUMNS, model_rows([m for m in models if m.threads == threads]))]
+    parts.append(LEGEND)
+    if partitions:
+        parts.append("## Per partition: predicted vs measured")
+        for threads in meta["threads"]:
+            chosen = [p for p in partitions if p.threads == threads]
+            parts += [f"### {threads} thread{'s' if threads > 1 else ''}",
+                      markdown(PARTITION_COLUMNS, partition_rows(chosen)), decisions(chosen)]
+        parts.append(PARTITION_LEGEND)
+    path.write_text("\n\n".join(parts) + "\n")
+
+
+# ------------------------------------------------------------------------------------- main
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--models", nargs="+", default=["*"], metavar="GLOB",
+                        help="model ids to time (globs, default all)")
+    parser.add_argument("--threads", type=int, nargs="+", default=[1, 2])
+    parser.add_argument("--rounds", type=int, default=41, help="rounds at most (default 41)")
+    parser.add_argument("--partitions", nargs="*", default=["*"], metavar="GLOB",
+                        help="models (among --models) for the per-partition section, default "
+                             "all; `--partitions` alone skips it")
+    parser.add_argument("--corpus", type=Path, default=CORPUS)
+    parser.add_argument("--out", type=Path, default=ROOT / "perf" / "MODELS.md")
+    parser.add_argument("--json", type=Path, help="also write the results as JSON here")
+    return parser.parse_args(argv)
+
+
+def matches(model_id: str, globs: list[str]) -> bool:
+    return any(fnmatch.fnmatch(model_id, g) for g in globs)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    manifest = args.corpus / "manifest.json"
+    if not manifest.is_file():
+        raise SystemExit(f"no corpus at {args.corpus}: build it with "
+                         f"`bash tests/models/build_corpus.sh` (or pass --corpus)")
+    models = [m for m in json.loads(manifest.read_text())["models"]
+              if matches(m["id"], args.models)]
+    if not models:
+        raise SystemExit(f"no model id matches {args.models!r}")
+    config = Config(rounds=args.rounds, batch_seconds=0.002, model_seconds=6.0,
+                    chunk_seconds=4.0, chunk=8)
+    started, load = time.perf_counter(), os.getloadavg()[0]
+    model_results: list[ModelResult] = []
+    partition_results: list[PartitionResult] = []
+    for model in models:
+        data = (args.corpus / model["file"]).read_bytes()
+        for threads in args.threads:
+            result = time_model(model, data, threads, config)
+            model_results.append(result)
+            done = result.error or f"{result.speedup:.3f}x"
+            print(f"  {model['id']} t{threads}: {done} ({time.perf_counter() - started:.0f} s)",
+                  file=sys.stderr, flush=True)
+            if matches(model["id"], args.partitions):
+                partition_results += time_partitions(model, data, threads, config)
+    meta = {"date": datetime.datetime.now().astimezone().isoformat(timespec="seconds"),
+            "machine": cpu_info(), "versions": versions(), "threads": args.threads,
+            "corpus": str(args.corpus.relative_to(ROOT) if args.corpus.is_relative_to(ROOT)
+                          else args.corpus),
+            "models": len(models), "glob": " ".join(args.models),
+            "partition_glob": " ".join(args.partitions) or "none",
+            "config": asdict(config), "load": (load, os.getloadavg()[0]),
+            "seconds": time.perf_counter() - started}
+    print("\n".join(header(meta)))
+    for threads in args.threads:
+        print(f"\n{threads} thread(s):")
+        print(fixed_width(MODEL_COLUMNS,
+                          model_rows([m for m in model_results if m.threads == threads])))
+        chosen = [p for p in partition_results if p.threads == threads]
+        if chosen:
+            print(fixed_width(PARTITION_COLUMNS, partition_rows(chosen)))
+            print(decisions(chosen))
+    write_report(args.out, meta, model_results, partition_results)
+    if args.json:
+        def samples(times: dict[str, Samples]) -> dict:
+            return {k: {"median": s.median, "spread": s.spread, "rounds": len(s.values)}
+                    for k, s in times.items()}
+        args.json.write_text(json.dumps({
+            **meta,
+            "model_results": [{**asdict(r), "times": samples(r.times)} for r in model_results],
+            "partitions": [{**asdict(p), "times": samples(p.times), "gain": p.gain,
+                            "right": p.right} for p in partition_results]}, indent=1) + "\n")
+    print(f"\nwrote {args.out} in {time.perf_counter() - started:.0f} s")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
