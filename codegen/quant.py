@@ -302,7 +302,6 @@ class ArithParams(_Prepared):
     act_max: int
 
 
-
 @dataclass(frozen=True)
 class MulParams(_Prepared):
     """MUL Prepare results."""
@@ -313,7 +312,6 @@ class MulParams(_Prepared):
     output_offset: int
     act_min: int
     act_max: int
-
 
 
 @dataclass(frozen=True)
@@ -330,7 +328,6 @@ class PreluParams(_Prepared):
     qmax: int
 
 
-
 @dataclass(frozen=True)
 class RequantizeParams(_Prepared):
     """QUANTIZE int8/uint8 -> int8/uint8 Prepare results."""
@@ -340,7 +337,6 @@ class RequantizeParams(_Prepared):
     output_zero_point: int
     qmin: int
     qmax: int
-
 
 
 @dataclass(frozen=True)
