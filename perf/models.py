@@ -278,8 +278,9 @@ def header(meta: dict) -> list[str]:
 
 LEGEND = f"""\
 `claimed/nodes` and `partitions` are the delegate's with its default options (`min_speedup`
-{MIN_SPEEDUP:g}), in the model's main graph (the subgraph with the most nodes); `litert_ms` is LiteRT default (XNNPACK) alone, `delegate_ms` the same with
-`FusionDelegate()`; `speedup` = litert_ms / delegate_ms (above 1: the delegate is faster)."""
+{MIN_SPEEDUP:g}), in the model's main graph (the subgraph with the most nodes); `litert_ms` is
+LiteRT default (XNNPACK) alone, `delegate_ms` the same with `FusionDelegate()`; `speedup` =
+litert_ms / delegate_ms (above 1: the delegate is faster)."""
 
 PARTITION_LEGEND = f"""\
 Every partition the delegate claims with `min_speedup=0`, claimed alone (the other claimable
