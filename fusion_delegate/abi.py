@@ -239,11 +239,11 @@ TFLITE_TYPE_OF_DTYPE: dict[np.dtype, int] = {
 
 
 def runtime_version() -> str:
-    """The version of the TFLite runtime we run inside, for error messages."""
+    """The TFLite runtime we run inside and its version (runtime.py), for error messages."""
     try:
-        import ai_edge_litert
-        return f"ai-edge-litert {ai_edge_litert.__version__}"
-    except Exception:  # noqa: BLE001 - any runtime without a version attribute
+        from . import runtime
+        return str(runtime.RUNTIME)
+    except Exception:  # noqa: BLE001 - an error message must not fail for want of a runtime
         return "unknown TFLite runtime"
 
 

@@ -1,7 +1,7 @@
 """Read .tflite files into plain Python objects, and build and write small models.
 
 Tools, tests and demos need to inspect models and make new ones without TensorFlow. The
-flatbuffers code generated from the TFLite schema (shipped with ai-edge-litert) does the
+flatbuffers code generated from the TFLite schema (the runtime's, see runtime.py) does the
 byte-level work; this module maps its object API onto small dataclasses and checks what it
 reads, so that a corrupt file fails with one clear `ModelFormatError` instead of a crash.
 
@@ -29,10 +29,10 @@ from typing import NoReturn
 
 import flatbuffers
 import numpy as np
-from ai_edge_litert import schema_py_generated as schema
 from numpy.typing import DTypeLike
 
 from fusion_delegate.errors import ModelFormatError
+from fusion_delegate.runtime import schema  # the running TFLite runtime's flatbuffers schema
 
 _FILE_IDENTIFIER = b"TFL3"
 _BUFFER_ALIGNMENT = 16  # lets kernels read constants in place with aligned vector loads

@@ -25,7 +25,7 @@ import weakref
 from ctypes import POINTER, c_int64, c_void_p
 from dataclasses import dataclass, field
 
-from . import abi, native
+from . import abi, native, runtime
 from .context import Context, NodeInfo, Partition
 from .errors import DelegateOptionError
 
@@ -80,6 +80,7 @@ class SimpleDelegate:
                            ("min_nodes_per_partition", min_nodes_per_partition)):
             if isinstance(value, bool) or not isinstance(value, int):
                 raise DelegateOptionError(f"option {key} must be an integer, got {value!r}")
+        runtime.check_supported()  # one clear error for an unsupported TFLite runtime
         self.max_delegated_partitions = max_delegated_partitions
         self.min_nodes_per_partition = min_nodes_per_partition
         self.last_error: BaseException | None = None

@@ -15,7 +15,7 @@ import itertools
 from dataclasses import dataclass, field
 
 import numpy as np
-from ai_edge_litert.interpreter import Interpreter
+from fusion_delegate.runtime import Interpreter
 from hypothesis import strategies as st
 
 from codegen.ops import ACTIVATIONS, OPS

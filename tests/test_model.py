@@ -7,8 +7,8 @@ import random
 import flatbuffers
 import numpy as np
 import pytest
-from ai_edge_litert import schema_py_generated as schema
-from ai_edge_litert.interpreter import Interpreter, OpResolverType
+from fusion_delegate.runtime import schema
+from fusion_delegate.runtime import Interpreter, OpResolverType
 from hypothesis import given, settings
 from hypothesis import strategies as st
 

@@ -52,7 +52,7 @@ def op_model(op: str, inputs: list[tuple], out_dtype: str, out_q, options=None) 
 
 
 def interpreter(model: bytes):
-    from ai_edge_litert.interpreter import Interpreter
+    from fusion_delegate.runtime import Interpreter
     it = Interpreter(model_content=model, experimental_op_resolver_type=BUILTIN)
     it.allocate_tensors()
     return it

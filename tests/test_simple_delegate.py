@@ -5,7 +5,7 @@ import resource
 
 import numpy as np
 import pytest
-from ai_edge_litert.interpreter import Interpreter
+from fusion_delegate.runtime import Interpreter
 
 from add_sub_delegate import AddSubDelegate, AddSubKernel
 from conftest import builtin_interpreter, run, same_bits

@@ -170,7 +170,7 @@ def render_html(data: dict) -> str:
     title = f"fusion-delegate report: {data['model'].rsplit('/', 1)[-1]}"
     meta = [data["model"], f"generated {data['generated']}", machine["cpu"],
             f"{data['num_threads']} thread(s)", f"medians of {data['num_runs']} interleaved runs",
-            f"ai-edge-litert {machine['ai_edge_litert']}", f"numba {machine['numba']}"]
+            machine["runtime"], f"numba {machine['numba']}"]
     out = ['<!DOCTYPE html><html lang="en"><head><meta charset="utf-8">'
            f"<title>{escape(title)}</title><style>{CSS}</style></head><body><main>",
            f"<h1>{escape(title)}</h1>",

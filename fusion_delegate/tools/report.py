@@ -11,6 +11,7 @@ from dataclasses import asdict
 from importlib.metadata import version
 from pathlib import Path
 
+from .. import runtime
 from ..model import write_model
 from ..options import FusionOptions
 from .cut import cut_partition
@@ -69,7 +70,7 @@ def _machine() -> dict:
     except OSError:
         pass
     return {"cpu": cpu, "python": platform.python_version(),
-            "ai_edge_litert": version("ai-edge-litert"), "numba": version("numba")}
+            "runtime": str(runtime.RUNTIME), "numba": version("numba")}
 
 
 def collect(loaded: LoadedModel, options: FusionOptions, args: argparse.Namespace,

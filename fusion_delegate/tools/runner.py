@@ -13,7 +13,7 @@ from pathlib import Path
 from collections.abc import Sequence
 
 import numpy as np
-from ai_edge_litert.interpreter import Interpreter, OpResolverType
+from fusion_delegate.runtime import Interpreter, OpResolverType
 
 from ..errors import UnsupportedModelError
 from ..fusion import FusionDelegate
