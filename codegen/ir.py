@@ -46,9 +46,14 @@ class Op:
         return OPS.get(self.op) or KERNEL_OPS[self.op]
 
     @property
+    def sources(self) -> tuple[tuple[int, str], ...]:
+        """(node, op) of the TFLite nodes this op computes: itself, or those a kernel op was
+        made of."""
+        return dict(self.params).get("source", ((self.node, self.op),))
+
+    @property
     def source_ops(self) -> tuple[str, ...]:
-        """The TFLite ops this op computes: itself, or those a kernel op was lowered from."""
-        return tuple(name for _, name in dict(self.params).get("source", ((self.node, self.op),)))
+        return tuple(name for _, name in self.sources)
 
 
 @dataclass(frozen=True)
@@ -61,6 +66,7 @@ class KernelIR:
     outputs: tuple[int, ...]          # written to memory
     model: str = ""
     threads: int = 1                  # the outer loop may be split over this many threads
+    precision: str = "exact"          # codegen.ops.PRECISIONS: which math the ops render
     _by_tensor: dict = field(default=None, compare=False, hash=False, repr=False)
 
     def __post_init__(self) -> None:

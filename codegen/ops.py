@@ -5,6 +5,13 @@ expression, tests read tolerances from it and never restate them. Expressions ar
 over named operands (`{a}`, `{b}`) and params; helpers come from `codegen.scalar` and
 `codegen.mathf32`. The exact float32 semantics each entry reproduces, with source references,
 are in docs/kernel_semantics.md.
+
+Two precisions (fusion_delegate.options, `precision`): "exact" renders `expr` and keeps
+`tolerance` against LiteRT's builtin kernels; "fast" renders `approx_expr` where an op has one
+(cheaper math from codegen.mathf32) and keeps `approx_tolerance`, which is never larger than
+the error LiteRT's default path (XNNPACK) itself shows against the builtin kernels on the same
+inputs (perf/math_accuracy.md). NaN, +-inf and -0.0 results are the builtin ones in both.
+`APPROX_CHAINS` lists the chains the fast precision may compute as one function.
 """
 from __future__ import annotations
 
@@ -27,8 +34,29 @@ class Tolerance:
     def exact(self) -> bool:
         return self.ulp == 0 and self.abs == 0.0
 
+    def __str__(self) -> str:
+        if self.exact:
+            return "bit-exact"
+        return f"{self.ulp} ulp" + (f" + {self.abs:g}" if self.abs else "")
+
 
 EXACT = Tolerance()
+
+
+@dataclass(frozen=True)
+class ByParam:
+    """A tolerance that depends on the value of one builtin param (GELU's two forms)."""
+    param: str
+    values: tuple[tuple[object, Tolerance], ...]
+
+    def __call__(self, params: dict) -> Tolerance:
+        return dict(self.values)[params[self.param]]
+
+    def __str__(self) -> str:
+        return "; ".join(f"{self.param}={value}: {tolerance}" for value, tolerance in self.values)
+
+
+PRECISIONS = ("exact", "fast")
 
 # TfLiteFusedActivation -> the clamp the float builtin kernels apply (CalculateActivationRange):
 # NONE, TANH, SIGN_BIT and SIGMOID all clamp to [lowest, max], so +-inf become +-FLT_MAX.
@@ -57,6 +85,37 @@ class OpSpec:
     # A cheaper expression, the same as `expr` while `guard` (over {a}) is 0; see render.FastPath.
     fast_expr: str | None = None
     guard: str | None = None
+    # precision="fast": the template for both loops, and the fast loop's template while `guard`
+    # is 0 (SIN, COS: their exact loop keeps `expr`); None: the exact templates.
+    approx_expr: str | None = None
+    approx_fast_expr: str | None = None
+    # Against the builtin kernel under precision="fast" (None: `tolerance`); never larger than
+    # XNNPACK's measured error at the same absolute allowance.
+    approx_tolerance: Tolerance | ByParam | None = None
+
+    @property
+    def approximated(self) -> bool:
+        """precision="fast" renders something else than precision="exact"."""
+        return bool(self.approx_expr or self.approx_fast_expr)
+
+    def tolerance_for(self, params: dict, precision: str = "exact") -> Tolerance:
+        """The per-element budget against the builtin kernel under `precision`."""
+        check_precision(precision)
+        if precision == "exact" or self.approx_tolerance is None:
+            return self.tolerance
+        if isinstance(self.approx_tolerance, ByParam):
+            return self.approx_tolerance(params)
+        return self.approx_tolerance
+
+    def template(self, fast: bool = False, precision: str = "exact") -> str:
+        """The expression template: `fast` picks the fast loop's form, `precision` the math."""
+        check_precision(precision)
+        if precision == "fast":
+            if fast and self.approx_fast_expr:
+                return self.approx_fast_expr
+            if self.approx_expr:
+                return self.approx_expr
+        return self.fast_expr if fast and self.fast_expr else self.expr
 
     def clamps_overflow_only(self, params: dict) -> bool:
         """The fused activation only turns +-inf into +-FLT_MAX (NONE and the other activations
@@ -69,20 +128,26 @@ class OpSpec:
         return self.propagates_nonfinite and (
             not self.fused_activation or (fast and self.clamps_overflow_only(params)))
 
-    def render(self, args: list[str], params: dict, fast: bool = False) -> str:
+    def render(self, args: list[str], params: dict, fast: bool = False,
+               precision: str = "exact") -> str:
         """The op over its operands' expressions; `fast`: the fast loop's form (fast_expr, and
-        no clamp to +-FLT_MAX)."""
+        no clamp to +-FLT_MAX); `precision`: "exact" or "fast" (approx_expr, approx_fast_expr).
+        The fused activation applies the same way under both precisions."""
         from .render import literal
         values = {name: literal(value) if isinstance(value, float) else repr(value)
                   for name, value in params.items() if name in self.params}
-        template = self.fast_expr if fast and self.fast_expr else self.expr
-        expr = template.format(**dict(zip("ab", args)), **values)
+        expr = self.template(fast, precision).format(**dict(zip("ab", args)), **values)
         if self.fused_activation and not (fast and self.clamps_overflow_only(params)):
             _, lo, hi = ACTIVATIONS[params.get("activation", 0)]
             if self.clamps_overflow_only(params):
                 return f"clamp_overflow({expr})"
             expr = f"clamp({expr}, {literal(lo)}, {literal(hi)})"
         return expr
+
+
+def check_precision(precision: str) -> None:
+    if precision not in PRECISIONS:
+        raise ValueError(f"precision must be one of {', '.join(PRECISIONS)}, got {precision!r}")
 
 
 def _where(condition, a, b):
@@ -114,15 +179,21 @@ OPS: dict[str, OpSpec] = {spec.name: spec for spec in (
     OpSpec("SQUARE", 92, 1, "{a} * {a}", lambda a, b, p: a * a, propagates_nonfinite=True),
     OpSpec("SQRT", 75, 1, "sqrt_f32({a})", lambda a, b, p: np.sqrt(a), cost=4),
     OpSpec("RSQRT", 76, 1, "rsqrt({a})", lambda a, b, p: 1.0 / np.sqrt(a), cost=5),
-    OpSpec("EXP", 47, 1, "exp_f32({a})", lambda a, b, p: np.exp(a), _T(ulp=2), cost=12),
-    OpSpec("LOG", 73, 1, "log_f32({a})", lambda a, b, p: np.log(a), _T(ulp=2), cost=12),
+    OpSpec("EXP", 47, 1, "exp_f32({a})", lambda a, b, p: np.exp(a), _T(ulp=2), cost=12,
+           approx_expr="exp_fast_f32({a})", approx_tolerance=_T(ulp=3)),
+    OpSpec("LOG", 73, 1, "log_f32({a})", lambda a, b, p: np.log(a), _T(ulp=2), cost=12,
+           approx_expr="log_fast_f32({a})", approx_tolerance=_T(ulp=6)),
     OpSpec("SIN", 66, 1, "sin_f32({a})", lambda a, b, p: np.sin(a), _T(ulp=2), cost=15,
-           fast_expr="sin_near_f32({a})", guard="far_angle({a})"),
+           fast_expr="sin_near_f32({a})", guard="far_angle({a})",
+           approx_fast_expr="sin_fast_f32({a})", approx_tolerance=_T(ulp=3)),
     OpSpec("COS", 108, 1, "cos_f32({a})", lambda a, b, p: np.cos(a), _T(ulp=2), cost=15,
-           fast_expr="cos_near_f32({a})", guard="far_angle({a})"),
-    OpSpec("TANH", 28, 1, "tanh_eigen({a})", lambda a, b, p: np.tanh(a), cost=15),
+           fast_expr="cos_near_f32({a})", guard="far_angle({a})",
+           approx_fast_expr="cos_fast_f32({a})", approx_tolerance=_T(ulp=3)),
+    OpSpec("TANH", 28, 1, "tanh_eigen({a})", lambda a, b, p: np.tanh(a), cost=15,
+           approx_expr="tanh_fast_f32({a})", approx_tolerance=_T(ulp=6)),
     OpSpec("LOGISTIC", 14, 1, "logistic_eigen({a})", lambda a, b, p: 1.0 / (1.0 + np.exp(-a)),
-           _T(ulp=8), cost=15),
+           _T(ulp=8), cost=15, approx_expr="logistic_fast_f32({a})",
+           approx_tolerance=_T(ulp=7)),
     OpSpec("RELU", 19, 1, "relu({a})", lambda a, b, p: _where(a < 0, 0.0, a)),
     OpSpec("RELU6", 21, 1, "relu6({a})", lambda a, b, p: np.clip(a, 0.0, 6.0)),
     OpSpec("RELU_N1_TO_1", 20, 1, "relu_n1_to_1({a})", lambda a, b, p: np.clip(a, -1.0, 1.0)),
@@ -131,13 +202,16 @@ OPS: dict[str, OpSpec] = {spec.name: spec for spec in (
            lambda a, b, p: _where(a > 0, a, a * p["alpha"]), params=("alpha",)),
     OpSpec("PRELU", 54, 2, "prelu({a}, {b})", lambda a, b, p: _where(a >= 0, a, a * b)),
     OpSpec("ELU", 111, 1, "elu({a})", lambda a, b, p: _where(a >= 0, a, np.expm1(a)),
-           _T(ulp=4), cost=12),
+           _T(ulp=4), cost=12, approx_expr="elu_fast_f32({a})", approx_tolerance=_T(ulp=1)),
     OpSpec("HARD_SWISH", 117, 1, "hard_swish({a})",
            lambda a, b, p: a * np.clip(a + 3.0, 0.0, 6.0) / 6.0, _T(ulp=1), cost=4),
     OpSpec("GELU", 150, 1, "gelu({a}, {approximate})",
            lambda a, b, p: 0.5 * a * (1.0 + np.tanh(_SQRT_2_OVER_PI * (a + 0.044715 * a ** 3)))
            if p["approximate"] else 0.5 * a * _erfc(-a * 0.7071067811865476),
-           _T(ulp=16, abs=1e-8), params=("approximate",), cost=20),
+           _T(ulp=16, abs=1e-8), params=("approximate",), cost=20,
+           approx_expr="gelu_fast_f32({a}, {approximate})",
+           approx_tolerance=ByParam("approximate", ((True, _T(ulp=1, abs=1e-6)),
+                                                    (False, _T(ulp=16, abs=1e-8))))),
     OpSpec("FLOOR", 8, 1, "np.floor({a})", lambda a, b, p: np.floor(a), discontinuous=True),
     OpSpec("CEIL", 104, 1, "np.ceil({a})", lambda a, b, p: np.ceil(a), discontinuous=True),
     OpSpec("ROUND", 116, 1, "round_half_even({a})", lambda a, b, p: np.rint(a),
@@ -147,15 +221,73 @@ OPS: dict[str, OpSpec] = {spec.name: spec for spec in (
 
 OPS_BY_CODE: dict[int, OpSpec] = {spec.code: spec for spec in OPS.values()}
 
-# Ops codegen.lower makes of quantized nodes; not TFLite ops (code -1). LUT: a 256-entry table
-# indexed by an int8/uint8 operand, every unary op and chain of them; QCALL: a codegen.fixedpoint
-# helper over its operands (binary int8 ops, QUANTIZE from float), any arity.
+
+@dataclass(frozen=True)
+class ChainSpec:
+    """A chain of ops that precision="fast" may compute as one function of its input `x`.
+
+    `pattern` is the chain's expression tree: (op, operand, ...) tuples whose leaves are "x"
+    (one and the same tensor) or float constants (one-element constant tensors); MUL and ADD
+    may have their operands either way round. Every op in it but the root must have no fused
+    activation (NONE); the root's fused activation is applied on top of `expr` as usual.
+    `tolerance` is against LiteRT's builtin kernels running the chain, before the root's
+    activation, and no larger than XNNPACK's error on the same chain."""
+    name: str
+    pattern: tuple
+    expr: str                         # numba expression over {x}
+    tolerance: Tolerance
+
+    @property
+    def ops(self) -> tuple[str, ...]:
+        """The chain's ops, innermost first."""
+        return tuple(_pattern_ops(self.pattern))
+
+    @property
+    def cost(self) -> int:
+        return sum(OPS[name].cost for name in self.ops)
+
+    def reference(self, a, b, params):
+        """The float64 meaning: the ops' references composed, before the root's activation."""
+        def value(node):
+            if node == "x":
+                return a
+            if isinstance(node, float):
+                return node
+            name, *operands = node
+            args = [value(operand) for operand in operands]
+            return OPS[name].reference(*args, *[None] * (2 - len(args)), {})
+        return value(self.pattern)
+
+
+def _pattern_ops(node):
+    if isinstance(node, tuple):
+        for operand in node[1:]:
+            yield from _pattern_ops(operand)
+        yield node[0]
+
+
+APPROX_CHAINS: dict[str, ChainSpec] = {chain.name: chain for chain in (
+    ChainSpec("swish", ("MUL", "x", ("LOGISTIC", "x")), "swish_fast_f32({x})",
+              _T(ulp=8, abs=1e-42)),
+    ChainSpec("mish", ("MUL", "x", ("TANH", ("LOG", ("ADD", ("EXP", "x"), 1.0)))),
+              "mish_fast_f32({x})", _T(ulp=4, abs=1e-6)),
+)}
+
+# Ops the kernel computes that are not TFLite ops (code -1). codegen.lower makes of quantized
+# nodes LUT, a 256-entry table indexed by an int8/uint8 operand (every unary op and chain of
+# them), and QCALL, a codegen.fixedpoint helper over its operands (binary int8 ops, QUANTIZE
+# from float), any arity; codegen.chains makes SWISH, MISH of APPROX_CHAINS under
+# precision="fast", with the root op's fused activation.
 KERNEL_OPS: dict[str, OpSpec] = {spec.name: spec for spec in (
     OpSpec("LUT", -1, 1, "", lambda a, b, p: None, dtypes=("int8", "uint8")),
     OpSpec("QCALL", -1, 0, "", lambda a, b, p: None, dtypes=("float32", "int8", "uint8")),
+    *(OpSpec(chain.name.upper(), -1, 1, chain.expr.replace("{x}", "{a}"),
+             chain.reference, chain.tolerance, fused_activation=True, cost=chain.cost,
+             propagates_nonfinite=True) for chain in APPROX_CHAINS.values()),
 )}
 
 TRANSCENDENTAL = frozenset(name for name, spec in OPS.items() if spec.cost >= 10)
+
 
 # Names the expressions may call, and the module each comes from (the renderer imports them).
 HELPER_MODULES: dict[str, str] = {
@@ -166,19 +298,20 @@ HELPER_MODULES: dict[str, str] = {
         "pow_tflite", "tanh_eigen", "logistic_eigen", "gelu", "nonfinite")},
     **{name: "codegen.mathf32" for name in (
         "exp_f32", "log_f32", "sin_f32", "cos_f32", "sin_near_f32", "cos_near_f32", "far_angle",
-        "sqrt_f32")},
+        "sqrt_f32", "exp_fast_f32", "log_fast_f32", "sin_fast_f32", "cos_fast_f32",
+        "tanh_fast_f32", "logistic_fast_f32", "elu_fast_f32", "gelu_fast_f32", "swish_fast_f32",
+        "mish_fast_f32")},
 }
 
 
 def markdown_table() -> str:
     """The README's op table, generated from OPS so the two cannot drift apart."""
-    rows = ["| op | code | fused activation | params | tolerance vs LiteRT builtin |",
-            "|---|---|---|---|---|"]
+    rows = ["| op | code | fused activation | params | tolerance vs LiteRT builtin "
+            "| precision=fast |",
+            "|---|---|---|---|---|---|"]
     for spec in OPS.values():
-        tolerance = "bit-exact" if spec.tolerance.exact else (
-            f"{spec.tolerance.ulp} ulp" + (f" + {spec.tolerance.abs:g}" if spec.tolerance.abs
-                                           else ""))
+        fast = str(spec.approx_tolerance) if spec.approximated else "as exact"
         params = ", ".join(p for p in spec.params if p != "integer_exponent") or "-"
         rows.append(f"| {spec.name} | {spec.code} | {'yes' if spec.fused_activation else '-'} "
-                    f"| {params} | {tolerance} |")
+                    f"| {params} | {spec.tolerance} | {fast} |")
     return "\n".join(rows)

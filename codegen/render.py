@@ -21,7 +21,7 @@ from . import fixedpoint
 from .ir import KernelIR, Op, Value, verify
 from .lut import byte_table
 from .native import POINTERS
-from .ops import ACTIVATIONS, HELPER_MODULES, OPS
+from .ops import ACTIVATIONS, HELPER_MODULES
 from .schedule import Nest, Schedule, plan
 
 INDENT = "    "
@@ -96,10 +96,11 @@ def identifiers(ir: KernelIR) -> dict[int, str]:
 def header(ir: KernelIR, names: dict[int, str], schedule: Schedule) -> list[str]:
     source = f", generated from {ir.model}" if ir.model else ""
     nests = len(schedule.nests)
+    source_nodes = sorted(node for op in ir.ops for node, _ in op.sources)
     lines = [f"# fusion_delegate kernel {ir.name}{source}. Do not edit.",
-             f"# partition {ir.partition} | nodes {', '.join(str(op.node) for op in ir.ops)} | "
+             f"# partition {ir.partition} | nodes {', '.join(str(n) for n in source_nodes)} | "
              f"{', '.join(sorted({v.dtype for v in ir.values}))} | "
-             f"{nests} loop nest{'s' if nests > 1 else ''}"]
+             f"precision {ir.precision} | {nests} loop nest{'s' if nests > 1 else ''}"]
     for op in ir.ops:
         operands = []
         for t in op.inputs:
@@ -483,7 +484,7 @@ def op_expression(ir: KernelIR, names: dict[int, str], op: Op, args: list[str],
         constants = [f"{key}={literal(c) if isinstance(c, float) else c}"
                      for key, c in zip(keywords, params["args"], strict=True)]
         return f"{call}({', '.join([*args, *constants])})"
-    return OPS[op.op].render(args, params, fast)
+    return op.spec.render(args, params, fast, ir.precision)
 
 
 #: The smallest value of each integer dtype: a table is indexed by value - smallest.

@@ -11,9 +11,11 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from codegen.chains import approximate_chains
 from codegen.compile import DEFAULT_DIR, CompileError, Kernel, KernelCache, max_parallel_threads
 from codegen.ir import IRError, KernelIR, Op, Value, broadcast_shapes
 from codegen.lower import lower
+from codegen.ops import OPS
 from codegen.render import TensorTableLayout, render_kernel
 from codegen.schedule import plan
 
@@ -102,7 +104,8 @@ class FusionDelegate(SimpleDelegate):
         for number, partition in enumerate(partitions):
             try:
                 nodes = [fused_node(context.node(n)) for n in sorted(partition.nodes)]
-                ir = partition_ir(context, nodes, partition, number, self.kernel_threads(context))
+                ir = partition_ir(context, nodes, partition, number, self.kernel_threads(context),
+                                  self.options.precision)
                 render_kernel(ir, LAYOUT)
             except (IRError, ValueError) as error:
                 unbuildable[partition.nodes] = f"kernel cannot be built: {error}"
@@ -153,24 +156,28 @@ class FusionDelegate(SimpleDelegate):
 
 
 def cost_keys(ir: KernelIR) -> list[tuple[str, int]]:
-    """(cost model key, output elements) of each node the partition replaces: the op, or for a
+    """(cost model key, output elements) of each node the partition replaces: the op, for a
     quantized one `OP/int8` (its costs are measured apart: LiteRT often runs it on the
-    builtin kernels, and a chain of them is one table lookup fused)."""
+    builtin kernels, and a chain of them is one table lookup fused), and for one precision="fast"
+    approximates `OP/fast` (same LiteRT cost, cheaper fused)."""
     keys = []
     for op in ir.ops:
         values = [ir.value(t) for t in (*op.inputs, op.output)]
         quantized = [v.dtype for v in values if v.quantized]
         for name in op.source_ops:
-            keys.append((f"{name}/{quantized[0]}" if quantized else name,
-                         math.prod(values[-1].shape)))
+            if quantized:
+                name = f"{name}/{quantized[0]}"
+            elif ir.precision == "fast" and OPS[name].approximated:
+                name = f"{name}/fast"
+            keys.append((name, math.prod(values[-1].shape)))
     return keys
 
 
 def partition_ir(context: Context, nodes: list[FusedNode], partition: Partition, number: int,
-                 threads: int) -> KernelIR:
-    """The partition's IR at the context's current shapes, its quantized ops lowered: what its
-    kernel computes. (`nodes` are read once, before kernel prepare, where the runtime forbids
-    reading nodes.)"""
+                 threads: int, precision: str = "exact") -> KernelIR:
+    """The partition's IR at the context's current shapes, its quantized ops lowered and, under
+    precision="fast", its APPROX_CHAINS made one op each: what its kernel computes. (`nodes`
+    are read once, before kernel prepare, where the runtime forbids reading nodes.)"""
     literals = {}
     for t in partition.inputs:
         info = context.tensor(t)
@@ -189,8 +196,10 @@ def partition_ir(context: Context, nodes: list[FusedNode], partition: Partition,
                   for n in nodes),
         inputs=tuple(t for t in partition.inputs if t not in literals),
         outputs=partition.outputs,
-        threads=threads)
-    return lower(ir)
+        threads=threads,
+        precision=precision)
+    ir = lower(ir)
+    return approximate_chains(ir) if precision == "fast" else ir
 
 
 def _params(node: FusedNode, shapes: dict, literals: dict) -> tuple:
@@ -220,7 +229,8 @@ class FusionKernel(SimpleDelegateKernel):
                 f"pass exclude_nodes=\"{nodes}\" to FusionDelegate")
         try:
             ir = partition_ir(context, self.nodes, self.partition, self.number,
-                              self.delegate.kernel_threads(context))
+                              self.delegate.kernel_threads(context),
+                              self.delegate.options.precision)
             source = render_kernel(ir, LAYOUT)
         except (IRError, ValueError) as error:
             raise KernelBuildError(hint.format(error)) from error

@@ -9,6 +9,8 @@ from __future__ import annotations
 import difflib
 from dataclasses import dataclass, fields
 
+from codegen.ops import PRECISIONS
+
 from .errors import DelegateOptionError
 
 
@@ -33,6 +35,11 @@ class FusionOptions:
     #: Node indices never to claim, comma-separated ("12,13,20"): what an error names to step
     #: around a partition, and how per-partition gains are measured.
     exclude_nodes: str = ""
+    #: "fast": cheaper exp/log/sin/cos/tanh/logistic/ELU/GELU (and swish, mish chains), each
+    #: within approx_tolerance of the builtin kernels, never more than XNNPACK (LiteRT's default
+    #: path) differs from them itself; NaN, +-inf and -0.0 stay the builtin ones. "exact": the
+    #: builtin kernels' results within the tolerances of codegen.ops.
+    precision: str = "fast"
 
     def __post_init__(self) -> None:
         for f in fields(self):
@@ -45,6 +52,10 @@ class FusionOptions:
             raise DelegateOptionError(f"option min_speedup must be >= 0, got {self.min_speedup}")
         if self.num_threads < 0:
             raise DelegateOptionError(f"option num_threads must be >= 0, got {self.num_threads}")
+        if self.precision not in PRECISIONS:
+            raise DelegateOptionError(f"option precision must be one of "
+                                      f"{', '.join(repr(p) for p in PRECISIONS)}, "
+                                      f"got {self.precision!r}")
         self.excluded_nodes  # noqa: B018 - validates the list now, not at the first claim
 
     @property

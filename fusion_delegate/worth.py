@@ -50,6 +50,8 @@ DEFAULT_PATH = Path(__file__).with_name("cost_model.json")
 #: its builtin kernels, and a fused chain of unary ones is one table lookup.
 QUANTIZED_OPS = tuple(f"{name}/int8" for name, dtypes in quant.SUPPORTED_DTYPES.items()
                       if "int8" in dtypes and name not in ("QUANTIZE", "DEQUANTIZE"))
+#: precision="fast" ops have costs of their own, `OP/fast`: LiteRT's are the same, ours lower.
+APPROXIMATED_OPS = tuple(f"{name}/fast" for name, spec in OPS.items() if spec.approximated)
 FORMAT = 3
 
 
@@ -118,9 +120,9 @@ class CostModel:
         return self.threads[below[-1] if below else measured[0]]
 
     def op_cost(self, costs: Costs, name: str) -> OpCost:
-        """The op's measured costs (a uint8 op: its int8 twin's), or those of its cost class's
-        slowest fused op."""
-        for key in (name, name.replace("/uint8", "/int8")):
+        """The op's measured costs (a uint8 op: its int8 twin's; a fast one not measured: its
+        exact costs, which are higher), or those of its cost class's slowest fused op."""
+        for key in (name, name.replace("/uint8", "/int8"), name.removesuffix("/fast")):
             if key in costs.ops:
                 return costs.ops[key]
         expensive = name in TRANSCENDENTAL or name not in OPS

@@ -56,7 +56,8 @@ from ai_edge_litert.interpreter import Interpreter  # noqa: E402
 from codegen.ops import OPS  # noqa: E402
 from fusion_delegate import FusionDelegate  # noqa: E402
 from fusion_delegate.model import ModelBuilder, Quantization, read_model  # noqa: E402
-from fusion_delegate.worth import DEFAULT_PATH, FORMAT, QUANTIZED_OPS, CostModel  # noqa: E402
+from fusion_delegate.worth import (  # noqa: E402
+    APPROXIMATED_OPS, DEFAULT_PATH, FORMAT, QUANTIZED_OPS, CostModel)
 from perf.suite import cpu_info, size_name, versions  # noqa: E402
 from perf.timing import MIN_ROUNDS, batch_size, no_gc, per_call  # noqa: E402
 from perf.workloads import WORKLOADS  # noqa: E402
@@ -99,8 +100,10 @@ INT8_OUTPUTS = {"LOGISTIC": Quantization.per_tensor(1 / 256, -128),
 
 def chain(name: str, k: int, n: int) -> bytes:
     """k times `h = op(h)`, or `h = op(h, y)` with y per channel for a binary op; `OP/int8`:
-    the same in int8, every tensor scale 0.05 and zero point 0 but where the op needs others."""
-    op, _, dtype = name.partition("/")
+    the same in int8, every tensor scale 0.05 and zero point 0 but where the op needs others;
+    `OP/fast`: the float chain (the delegate fuses it under precision="fast")."""
+    op, _, variant = name.partition("/")
+    dtype = variant if variant == "int8" else ""
     b = ModelBuilder(f"{op.lower()}_x{k}")
     channels = min(CHANNELS, n)
     q = INT8_INPUTS.get(op, INT8) if dtype else None
@@ -138,12 +141,13 @@ def empty_model() -> bytes:
 # ------------------------------------------------------------------------------ interpreters
 
 def interpreter(model: bytes, threads: int, cache_dir: str | None,
-                inputs: dict[str, np.ndarray] | None = None, exclude: str = "") -> Invoke:
+                inputs: dict[str, np.ndarray] | None = None, exclude: str = "",
+                precision: str = "exact") -> Invoke:
     """The bound invoke() of an allocated interpreter with its inputs set, run once; fused when
     `cache_dir` is given (but for the `exclude` nodes), and then checked to be one partition
     holding every other node."""
     delegate = (FusionDelegate(cache_dir=cache_dir, min_nodes_per_partition=1, min_speedup=0.0,
-                               exclude_nodes=exclude)
+                               exclude_nodes=exclude, precision=precision)
                 if cache_dir is not None else None)
     it = Interpreter(model_content=model, num_threads=threads,
                      experimental_delegates=[delegate] if delegate else [])
@@ -175,7 +179,9 @@ def group(name: str, n: int, threads: int, cache_dir: str) -> dict[Key, Invoke]:
     FUSED_SIZE, and with BASE the empty model and the fused one-op partition."""
     methods = {("litert", name, k, n): interpreter(chain(name, k, n), threads, None) for k in K}
     fused = K if n == FUSED_SIZE else (1,) if name == BASE else ()
-    methods.update({("fused", name, k, n): interpreter(chain(name, k, n), threads, cache_dir)
+    precision = "fast" if name.endswith("/fast") else "exact"
+    methods.update({("fused", name, k, n): interpreter(chain(name, k, n), threads, cache_dir,
+                                                       precision=precision)
                     for k in fused})
     if name == BASE:
         methods[EMPTY] = interpreter(empty_model(), threads, None)
@@ -360,8 +366,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--threads", type=int, nargs="+", default=[1],
                         help="interpreter thread counts to measure (1)")
-    parser.add_argument("--ops", nargs="+", choices=sorted([*OPS, *QUANTIZED_OPS]),
-                        default=[*OPS, *QUANTIZED_OPS],
+    parser.add_argument("--ops", nargs="+",
+                        choices=sorted([*OPS, *QUANTIZED_OPS, *APPROXIMATED_OPS]),
+                        default=[*OPS, *QUANTIZED_OPS, *APPROXIMATED_OPS],
                         help="only these ops (a partial model, for trying things out)")
     parser.add_argument("--passes", type=int, default=PASSES,
                         help=f"rounds over every op and size ({PASSES})")

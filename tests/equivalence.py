@@ -18,7 +18,7 @@ import numpy as np
 from fusion_delegate.runtime import Interpreter
 from hypothesis import strategies as st
 
-from codegen.ops import ACTIVATIONS, OPS
+from codegen.ops import ACTIVATIONS, OPS, Tolerance
 from conftest import BUILTIN
 from fusion_delegate.claims import integer_exponent
 from fusion_delegate.model import ModelBuilder
@@ -169,8 +169,11 @@ def ulp32(x: np.ndarray) -> np.ndarray:
         return np.spacing(a).astype(np.float64)
 
 
-def error_bounds(graph: Graph, values: dict[int, np.ndarray]) -> dict[int, np.ndarray]:
-    """Absolute error bound per element of every op output, propagated to first order."""
+def error_bounds(graph: Graph, values: dict[int, np.ndarray], precision: str = "exact",
+                 chains: dict[int, Tolerance] | None = None) -> dict[int, np.ndarray]:
+    """Absolute error bound per element of every op output, propagated to first order, with
+    each op's budget under `precision`; `chains`: the tolerance of each output a fused chain
+    (codegen.chains) computes, which holds where the propagated bound is smaller."""
     bounds: dict[int, np.ndarray] = {}
     for name, inputs, out, params in graph.ops:
         spec = OPS[name]
@@ -191,8 +194,11 @@ def error_bounds(graph: Graph, values: dict[int, np.ndarray]) -> dict[int, np.nd
                     deviation = np.fmax(deviation, np.abs(moved - center))
                 deviation = np.where(np.isnan(deviation), np.inf, deviation)
                 deviation += ulp32(y)  # the op's own rounding of a moved result
-            own = spec.tolerance.ulp * ulp32(y) + spec.tolerance.abs
-            bounds[out] = deviation + own
+            tolerance = spec.tolerance_for(params, precision)
+            bounds[out] = deviation + tolerance.ulp * ulp32(y) + tolerance.abs
+            chain = (chains or {}).get(out)
+            if chain is not None:
+                bounds[out] = np.fmax(bounds[out], chain.ulp * ulp32(y) + chain.abs)
     return bounds
 
 

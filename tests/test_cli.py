@@ -138,6 +138,7 @@ def test_diff_demo_prints_inference_diff_lines_and_passes(files):
                      r"max_rel_error=\S+, max_ulp=\S+", out, re.M)
     assert re.search(r"^Reference run latency: avg=\d+\(us\), std_dev=\d+\(us\)$", out, re.M)
     assert "float inputs in [-2, 2)" in out and "pass" in out.splitlines()[-1]
+    assert re.search(r"^test: +fusion_delegate \(precision=(exact|fast)\)", out, re.M)
 
 
 def test_diff_model_with_nothing_to_fuse_reports_top1_for_class_scores(files):

@@ -7,7 +7,7 @@ import pytest
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
-from codegen.ops import OPS
+from codegen.ops import APPROX_CHAINS, KERNEL_OPS, OPS
 from conftest import builtin_interpreter, run
 from equivalence import error_bounds, graphs, mismatches, oracle_tensors, random_inputs
 from fusion_delegate import FusionDelegate
@@ -24,11 +24,12 @@ def cache_dir(tmp_path_factory):
     return str(tmp_path_factory.mktemp("kernels"))
 
 
-def check(graph, seed, cache_dir):
+def check(graph, seed, cache_dir, precision="exact"):
     """Inputs with NaN, +-inf and huge values mixed in mostly send kernels down their exact
     loop (render.FastPath); plain normal inputs mostly keep them on the fast loop."""
     rng = np.random.default_rng(seed)
-    delegate = FusionDelegate(cache_dir=cache_dir, min_nodes_per_partition=1, min_speedup=0.0)
+    delegate = FusionDelegate(cache_dir=cache_dir, min_nodes_per_partition=1, min_speedup=0.0,
+                              precision=precision)
     interpreter = builtin_interpreter(graph.model, [delegate])
     claimed = {i: c.reason for i, c in delegate.claims.items()}
     refused = {i: reason for i, reason in claimed.items() if reason is not None}
@@ -36,13 +37,15 @@ def check(graph, seed, cache_dir):
     assert len(claimed) == len(graph.ops)
     for special_fraction in (0.1, 0.0):
         inputs = random_inputs(rng, graph.input_shapes, special_fraction)
-        compare(graph, interpreter, delegate, inputs)
+        compare(graph, interpreter, delegate, inputs, precision)
 
 
-def compare(graph, interpreter, delegate, inputs):
+def compare(graph, interpreter, delegate, inputs, precision="exact"):
     fused = run(interpreter, inputs)
     values = oracle_tensors(graph.model, inputs)
-    bounds = error_bounds(graph, values)
+    chains = {op.output: op.spec.tolerance for k in delegate.kernels.values()
+              for op in k.ir.ops if op.op in KERNEL_OPS and op.spec.fused_activation}
+    bounds = error_bounds(graph, values, precision, chains)
     for detail, got in zip(interpreter.get_output_details(), fused):
         t = detail["index"]
         bad = mismatches(got, values[t], bounds[t])
@@ -64,9 +67,18 @@ def test_random_elementwise_models_match_builtin_kernels(graph, seed, cache_dir)
 
 
 EXACT_OPS = tuple(name for name, spec in OPS.items() if spec.tolerance.exact)
+#: The approximated ops and the ops of the chains precision="fast" fuses.
+FAST_OPS = tuple(name for name, spec in OPS.items() if spec.approximated
+                 or any(name in chain.ops for chain in APPROX_CHAINS.values()))
 
 
 @SETTINGS
 @given(graph=graphs(op_names=EXACT_OPS), seed=st.integers(0, 2**32 - 1))
 def test_exact_op_models_match_builtin_kernels_bit_for_bit(graph, seed, cache_dir):
     check(graph, seed, cache_dir)
+
+
+@settings(SETTINGS, max_examples=40)
+@given(graph=graphs(op_names=FAST_OPS), seed=st.integers(0, 2**32 - 1))
+def test_fast_precision_models_match_builtin_kernels_within_budget(graph, seed, cache_dir):
+    check(graph, seed, cache_dir, precision="fast")

@@ -107,7 +107,7 @@ def test_unclaimed_nodes_say_why():
 
 
 def test_generated_source_names_ops_and_keeps_float32_literals(cache_dir):
-    delegate = FusionDelegate(cache_dir=cache_dir, min_speedup=0.0)
+    delegate = FusionDelegate(cache_dir=cache_dir, min_speedup=0.0, precision="exact")
     builtin_interpreter(swish_chain(), [delegate])
     source = delegate.kernels[0].kernel.source
     assert source.startswith("# fusion_delegate kernel p0_add_logistic_mul_relu6.")
@@ -193,7 +193,9 @@ def test_threads_split_large_partitions_with_identical_results(cache_dir, rng, c
         sources[threads] = delegate.kernels[0].kernel.source
     assert "prange" not in sources[1]
     assert "for part in prange(2):" in sources[2]
-    assert ("misses" in sources[2]) == (chain is arithmetic_chain)
+    # Both run a fast loop: the swish chain's MUL(h, LOGISTIC(h)) is one SWISH op under the
+    # default precision, so its overflow clamp and the ADD's are left out and counted.
+    assert "misses" in sources[2]
     assert same_bits(outputs[1], outputs[2])
     np.testing.assert_allclose(outputs[2], run(builtin_interpreter(model), x)[0],
                                rtol=1e-6, atol=1e-7)

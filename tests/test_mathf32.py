@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from codegen import mathf32 as M
-from codegen.mathf32 import SIN_COS_ACCURATE_MAX, ULP_BUDGET, ulp_error
+from codegen.mathf32 import FAST_BUDGET, SIN_COS_ACCURATE_MAX, ULP_BUDGET, budget_error, ulp_error
 from conftest import foreign_calls, same_bits
 
 F = np.float32
@@ -149,7 +149,10 @@ def test_pow_within_ulp_budget(fused):
 def test_budget_lists_every_public_function():
     public = {n for n in dir(M) if n.endswith("_f32") and not n.startswith("_")
               and not n.endswith("_near_f32")}
-    assert public == set(ULP_BUDGET) == set(REFERENCE) | {"pow_f32"}
+    # gelu_fast_f32(x, approximate) only picks one of the two GELU functions
+    assert public == set(ULP_BUDGET) | set(FAST_BUDGET) | {"gelu_fast_f32"}
+    assert set(ULP_BUDGET) == set(REFERENCE) | {"pow_f32"}
+    assert set(FAST_BUDGET) == set(FAST_REFERENCE)
 
 
 @numba.njit(inline="always", error_model="numpy")
@@ -304,7 +307,7 @@ def test_representative_loop_vectorises_without_libm():
 VECTORISED_FORM = {"sin_f32": "sin_near_f32", "cos_f32": "cos_near_f32"}
 
 
-@pytest.mark.parametrize("name", sorted(ULP_BUDGET))
+@pytest.mark.parametrize("name", sorted(ULP_BUDGET) + sorted(FAST_BUDGET))
 def test_each_function_vectorises_in_float32(name):
     fn = getattr(M, VECTORISED_FORM.get(name, name))
     x = np.linspace(0.1, 3, 100, dtype=F)
@@ -351,3 +354,162 @@ def test_near_sin_cos_are_the_full_functions_where_far_angle_is_zero(near, full)
     unary_loop(full)(x, full_values)
     keep = far == 0
     assert same_bits(near_values[keep], full_values[keep])
+
+
+# ------------------------------------------------------------------- precision="fast"
+
+def _logistic64(x):
+    return np.where(x >= 0, 1.0 / (1.0 + np.exp(-x)), np.exp(x) / (1.0 + np.exp(x)))
+
+
+_erfc64 = np.vectorize(math.erfc, otypes=[np.float64])
+FAST_REFERENCE = {
+    "exp_fast_f32": np.exp,
+    "logistic_fast_f32": _logistic64,
+    "tanh_fast_f32": np.tanh,
+    "elu_fast_f32": lambda x: np.where(x < 0, np.expm1(np.minimum(x, 0.0)), x),
+    "log_fast_f32": np.log,
+    "sin_fast_f32": np.sin,
+    "cos_fast_f32": np.cos,
+    "swish_fast_f32": lambda x: x * _logistic64(x),
+    "mish_fast_f32": lambda x: x * np.tanh(np.logaddexp(0.0, x)),
+    "gelu_tanh_fast_f32": lambda x: x * _logistic64(2 * 0.7978845608028654
+                                                    * (x + 0.044715 * x**3)),
+    "gelu_erf_fast_f32": lambda x: 0.5 * x * _erfc64(-x / np.sqrt(2.0)),
+}
+FAST_ACTIVE = {"exp_fast_f32": (-104.0, 89.0), "log_fast_f32": (0.0, 4.0),
+               "logistic_fast_f32": (-104.0, 20.0), "elu_fast_f32": (-18.0, 1.0),
+               "sin_fast_f32": (-2.0**16, 2.0**16), "cos_fast_f32": (-2.0**16, 2.0**16)}
+
+
+def fast_sample(name):
+    """Log-uniform over all float32, uniform over the active range and [-10, 10], the special
+    values; sin/cos only where far_angle(x) is 0."""
+    rng = np.random.default_rng(sum(map(ord, name)))
+    lo, hi = FAST_ACTIVE.get(name, (-20.0, 20.0))
+    x = np.concatenate([log_uniform_floats(rng, N_SAMPLE), rng.uniform(lo, hi, N_SAMPLE).astype(F),
+                        rng.uniform(-10.0, 10.0, N_SAMPLE).astype(F), SPECIAL])
+    if name in M.FAST_NEAR_ONLY:
+        x = x[~(np.abs(x) >= 2.0**16)]
+    return x
+
+
+@FUSED
+@pytest.mark.parametrize("name", sorted(FAST_BUDGET))
+def test_fast_within_budget(name, fused):
+    ulp, abs_floor = FAST_BUDGET[name]
+    x = fast_sample(name)
+    with np.errstate(all="ignore"):
+        err = budget_error(apply(getattr(M, name), x, fused),
+                           FAST_REFERENCE[name](x.astype(np.float64)), abs_floor)
+    i = int(np.argmax(err))
+    assert err[i] <= ulp, f"{name}: {err[i]:.2f} ulp beyond {abs_floor:g} at x={x[i]!r}"
+
+
+def test_budget_error_is_ulp_error_beyond_the_allowance():
+    ref = np.array([1.0, 1.0, 0.0, np.nan, np.inf], np.float64)
+    got = np.array([1.0 + 2**-21, 1.0 - 2**-20, 1e-30, np.nan, 3e38], F)
+    np.testing.assert_allclose(budget_error(got, ref)[:2], [4.0, 8.0])
+    assert budget_error(got, ref, 2.0**-22)[0] == pytest.approx(2.0)
+    assert budget_error(got, ref, 1e-29)[2] == 0.0
+    assert budget_error(got, ref)[3] == 0.0 and budget_error(got, ref)[4] == np.inf
+
+
+@pytest.mark.parametrize("fn, x, want", [
+    (M.exp_fast_f32, np.inf, np.inf), (M.exp_fast_f32, -np.inf, 0.0),
+    (M.exp_fast_f32, 89.0, np.inf), (M.exp_fast_f32, -104.0, 0.0), (M.exp_fast_f32, 0.0, 1.0),
+    (M.exp_fast_f32, -0.0, 1.0),
+    (M.logistic_fast_f32, np.inf, 1.0), (M.logistic_fast_f32, -np.inf, 0.0),
+    (M.logistic_fast_f32, 0.0, 0.5), (M.logistic_fast_f32, -0.0, 0.5),
+    (M.logistic_fast_f32, 3e38, 1.0), (M.logistic_fast_f32, -3e38, 0.0),
+    (M.tanh_fast_f32, np.inf, 1.0), (M.tanh_fast_f32, -np.inf, -1.0),
+    (M.tanh_fast_f32, -0.0, -0.0), (M.tanh_fast_f32, 0.0, 0.0), (M.tanh_fast_f32, 1e-45, 1e-45),
+    (M.tanh_fast_f32, -1e-45, -1e-45), (M.tanh_fast_f32, 3e38, 1.0),
+    (M.elu_fast_f32, -np.inf, -1.0), (M.elu_fast_f32, -0.0, -0.0), (M.elu_fast_f32, np.inf, np.inf),
+    (M.elu_fast_f32, -1e-45, -1e-45), (M.elu_fast_f32, -3e38, -1.0),
+    (M.log_fast_f32, 0.0, -np.inf), (M.log_fast_f32, -0.0, -np.inf), (M.log_fast_f32, -1.0, np.nan),
+    (M.log_fast_f32, -1e-45, np.nan), (M.log_fast_f32, -np.inf, np.nan),
+    (M.log_fast_f32, np.inf, np.inf), (M.log_fast_f32, 1.0, 0.0),
+    (M.sin_fast_f32, -0.0, -0.0), (M.sin_fast_f32, 0.0, 0.0), (M.sin_fast_f32, np.inf, np.nan),
+    (M.sin_fast_f32, -np.inf, np.nan), (M.sin_fast_f32, -1e-45, -1e-45),
+    (M.cos_fast_f32, -0.0, 1.0), (M.cos_fast_f32, np.inf, np.nan), (M.cos_fast_f32, 1e-45, 1.0),
+    (M.swish_fast_f32, np.inf, np.inf), (M.swish_fast_f32, -np.inf, np.nan),
+    (M.swish_fast_f32, -0.0, -0.0),
+    (M.mish_fast_f32, np.inf, np.inf), (M.mish_fast_f32, -np.inf, np.nan),
+    (M.mish_fast_f32, -0.0, -0.0), (M.mish_fast_f32, 1e30, 1e30),
+    (M.gelu_tanh_fast_f32, np.inf, np.inf), (M.gelu_tanh_fast_f32, -np.inf, np.nan),
+    (M.gelu_tanh_fast_f32, -0.0, -0.0), (M.gelu_tanh_fast_f32, -20.0, -0.0),
+    (M.gelu_tanh_fast_f32, 1e30, 1e30),
+    (M.gelu_erf_fast_f32, np.inf, np.inf), (M.gelu_erf_fast_f32, -np.inf, np.nan),
+    (M.gelu_erf_fast_f32, -0.0, -0.0), (M.gelu_erf_fast_f32, -20.0, -0.0),
+    (M.gelu_erf_fast_f32, 1e30, 1e30),
+])
+def test_fast_edge_cases_are_litert_s(fn, x, want):
+    """NaN, +-inf and -0.0 results (and their inputs) as LiteRT's builtin kernels give them
+    (docs/kernel_semantics.md); the fused-chain ones before the chain's MUL activation."""
+    got = apply(fn, np.array([x], F))
+    assert same_float(got, np.array([want], F))[0], f"{fn.__name__}({x}) = {got[0]!r}"
+
+
+@pytest.mark.parametrize("name", sorted(FAST_BUDGET))
+def test_fast_nan_gives_nan(name):
+    assert np.isnan(apply(getattr(M, name), np.array([np.nan, -np.nan], F))).all()
+
+
+def test_elu_fast_passes_nan_bits_through():
+    nan = np.array([0x7FC00123, 0xFFC00000], np.uint32).view(F)
+    assert same_bits(apply(M.elu_fast_f32, nan).view(np.uint32), nan.view(np.uint32))
+
+
+@pytest.mark.parametrize("fn", [M.sin_fast_f32, M.cos_fast_f32, M.tanh_fast_f32,
+                                M.logistic_fast_f32])
+def test_fast_bounded_results_stay_in_range(fn):
+    x = np.concatenate([np.linspace(-2.0**16, 2.0**16, 1_000_001, dtype=F),
+                        np.linspace(-10, 10, 1_000_001, dtype=F)])
+    got = apply(fn, x)
+    low = 0.0 if fn is M.logistic_fast_f32 else -1.0
+    assert (got <= 1.0).all() and (got >= low).all()
+
+
+def test_gelu_fast_picks_the_form():
+    @numba.njit(error_model="numpy")
+    def both(x, out_tanh, out_erf):
+        for i in range(x.size):
+            out_tanh[i] = M.gelu_fast_f32(x[i], True)
+            out_erf[i] = M.gelu_fast_f32(x[i], False)
+
+    x = np.linspace(-6, 6, 1001, dtype=F)
+    out_tanh, out_erf = np.empty_like(x), np.empty_like(x)
+    both(x, out_tanh, out_erf)
+    assert same_bits(out_tanh, apply(M.gelu_tanh_fast_f32, x))
+    assert same_bits(out_erf, apply(M.gelu_erf_fast_f32, x))
+
+
+@pytest.mark.parametrize("name", ["exp_fast_f32", "logistic_fast_f32", "mish_fast_f32",
+                                  "gelu_erf_fast_f32"])
+def test_scaling_without_avx512_is_the_same_bits(name, monkeypatch):
+    """_ldexp is one vscalefps on AVX-512 targets and two exact power-of-two products
+    elsewhere; both round once, so the results are identical (subnormals included)."""
+    x = np.concatenate([np.linspace(-110, 95, 200_001, dtype=F), SPECIAL])
+    fn = getattr(M, name)
+    with_avx512 = apply(fn, x)
+
+    @numba.njit(error_model="numpy")
+    def loop(x, out):
+        for i in range(x.size):
+            out[i] = fn(x[i])
+
+    features = M._target_features() - {"avx512f"}
+    monkeypatch.setattr(M, "_target_features", lambda: features)
+    out = np.empty_like(x)
+    loop(x, out)
+    assert "llvm.ldexp" not in loop.inspect_llvm(loop.signatures[0])
+    assert same_bits(out, with_avx512)
+
+
+def test_exp_fast_scales_with_vscalef_on_avx512():
+    if "+avx512f" not in llvm_binding.get_host_cpu_features().flatten().split(","):
+        pytest.skip("no AVX-512 on this CPU")
+    apply(M.exp_fast_f32, np.linspace(-3, 3, 1000, dtype=F))
+    _, _, asm = calls_and_asm(unary_loop(M.exp_fast_f32))
+    assert re.search(r"\bvscalefps\s[^\n]*%[yz]mm", asm)

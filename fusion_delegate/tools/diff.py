@@ -122,6 +122,7 @@ def run(args: argparse.Namespace, options: FusionOptions) -> int:
     worst = max((e.max_abs for e in errors), default=0.0)
     data = {"model": loaded.path, "num_runs": args.num_runs, "reference": args.reference,
             "input_range": list(args.input_range), "summary": plan.summary,
+            "precision": options.precision,
             "note": None if plan.delegated else nothing_claimed_note(plan),
             "latency_us": {k: summarize(v) for k, v in latency.items()},
             "outputs": [e.to_json(i) for i, e in enumerate(errors)],
@@ -136,8 +137,8 @@ def report_lines(data: dict) -> list[str]:
     lines = [f"model: {data['model']}   runs: {data['num_runs']}   float inputs in "
              f"[{low:g}, {high:g})",
              f"reference: {RESOLVER_LABELS[data['reference']]}, 1 thread",
-             f"test:      fusion_delegate, the same kernels for the other nodes: "
-             f"{data['summary']}"]
+             f"test:      fusion_delegate (precision={data['precision']}), the same kernels "
+             f"for the other nodes: {data['summary']}"]
     if data["note"]:
         lines.append(data["note"])
     for key, label in (("reference", "Reference"), ("test", "Test")):
