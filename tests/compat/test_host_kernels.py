@@ -130,7 +130,7 @@ def results(tmp_path_factory):
     inputs = [x, y, bx, by]
     host = run(builtin_interpreter(model), inputs)
     delegate = FusionDelegate(cache_dir=str(tmp_path_factory.mktemp("kernels")),
-                              min_speedup=0.0, min_nodes_per_partition=1)
+                              min_speedup=0.0, min_nodes_per_partition=1, precision="exact")
     fused = run(builtin_interpreter(model, [delegate]), inputs)
     unclaimed = {c.index: c.reason for c in delegate.claims.values() if c.reason is not None}
     assert not unclaimed, f"nodes left to the runtime: {unclaimed}"
