@@ -252,9 +252,15 @@ def log_f32(x):
     y = _mul_add(y, f, _LOG_P6)
     y = _mul_add(y, f, _LOG_P7)
     y = _mul_add(y, f, _LOG_P8)
-    y = y * f * z
-    # _HALF * z and e * _LN2_HI (|e| <= 150 times 9 bits) are exact: fusing them changes
-    # nothing.
+    return _log_assemble(x, e, f, z, y)
+
+
+@_jit
+def _log_assemble(x, e, f, z, p):
+    """log(x) for x = 2**e * (1 + f), z = f*f, from P(f), log(1+f) ~ f - z/2 + f*z*P(f), with
+    log's edge cases. _HALF * z and e * _LN2_HI (|e| <= 150 times 9 bits) are exact: fusing
+    them changes nothing."""
+    y = p * f * z
     y = _mul_add(-_HALF, z, _mul_add(e, _LN2_LO, y))
     r = _mul_add(e, _LN2_HI, f + y)
     r = -_INF if x == _ZERO else r
@@ -844,12 +850,7 @@ def log_fast_f32(x):
     y = _mul_add(y, f, _LOGF_P2)
     y = _mul_add(y, f, _LOGF_P1)
     y = _mul_add(y, f, _LOGF_P0)
-    y = y * f * z
-    y = _mul_add(-_HALF, z, _mul_add(e, _LN2_LO, y))
-    r = _mul_add(e, _LN2_HI, f + y)
-    r = -_INF if x == _ZERO else r
-    r = _NAN if x < _ZERO else r
-    return x if not x < _INF else r
+    return _log_assemble(x, e, f, z, y)
 
 
 # sin/cos: x = m*pi + r, |r| <= pi/2 (m an integer for sin, a half-integer for cos), then
