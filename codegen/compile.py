@@ -94,8 +94,21 @@ def cpu_fingerprint() -> str:
     return f"{platform.machine()}-{binding.get_host_cpu_name()}"
 
 
+@functools.cache
+def helpers_digest() -> str:
+    """A hash of the codegen package's sources. A kernel inlines helpers (fixedpoint,
+    mathf32, ...) that its text only names, and numba's cache checks only the kernel's own
+    file: without this, a kernel cached before a helper changed keeps the old helper."""
+    package = Path(__file__).parent
+    digest = hashlib.sha256()
+    for path in sorted(package.glob("*.py")):
+        digest.update(path.name.encode() + b"\0" + path.read_bytes())
+    return digest.hexdigest()[:20]
+
+
 def cache_key(source: str) -> str:
-    text = "\n".join([source, numba.__version__, llvmlite.__version__, cpu_fingerprint()])
+    text = "\n".join([source, numba.__version__, llvmlite.__version__, cpu_fingerprint(),
+                      helpers_digest()])
     return hashlib.sha256(text.encode()).hexdigest()[:20]
 
 

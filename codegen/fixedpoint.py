@@ -8,10 +8,18 @@ on values, only arithmetic, `select`, `np.minimum`/`np.maximum` and shifts, all 
 the same on arrays and on scalars.
 
 Conventions:
-- Values are int64 (numba promotes int32 arithmetic to int64 anyway); every helper returns a
+- The generic helpers (SRDHM, RoundingDivideByPOT, MultiplyByQuantizedMultiplier, ...) take
+  int64 values (numba promotes int32 arithmetic to int64 anyway); every helper returns a
   value in the range of the C type it models, so the int32 wrap-around of the C code never
   happens here. Where LiteRT's int32 arithmetic could overflow, `codegen.quant` refuses the
   parameters instead (`quant_unsupported`).
+- The helpers a kernel calls per element pair (ADD, SUB, SQUARED_DIFFERENCE, MUL, QUANTIZE
+  from float) compute in int32 lanes instead (section "int32 lanes"): numpy ufuncs on int32
+  stay int32 in numba too, where `+` would widen to int64, and LLVM then packs 16 lanes per
+  AVX-512 register instead of 8 and multiplies through vpmuldq + a shuffle. Each of those
+  helpers equals the int64 definition for every int8/uint8 operand pair and every parameter
+  Prepare can produce (the bounds are stated where they are used; tests/test_quant.py checks
+  all pairs against the int64 formulas and against LiteRT).
 - Shifts and multipliers are those computed by `codegen.quant` (Prepare-time math).
 - "block" helpers reproduce LiteRT's NEON code, which runs on x86 through NEON_2_SSE
   (`tflite/kernels/internal/optimized/neon_check.h` defines USE_NEON whenever SSE4.1 is on);
@@ -134,7 +142,101 @@ def multiply_by_quantized_multiplier_4rows(x, multiplier, shift):
         right)
 
 
+# ---------------------------------------------------------------------------- int32 lanes
+# The same arithmetic on int32 values, for the per-element helpers below. Only numpy ufuncs
+# on int32 operands (np.add, np.left_shift, ...) keep numba in int32; constants are cast
+# with np.int32 first. np.multiply of two int32 is `mul nsw` in numba (overflow is poison),
+# so products that may overflow int32 are taken in int64 and truncated. Shift amounts are
+# constants in [0, 31]. Each helper states the operand range it is exact for.
+
+_I32_1 = np.int32(1)
+_I32_2 = np.int32(2)
+_I32_3 = np.int32(3)
+_I32_30 = np.int32(30)
+_I32_31 = np.int32(31)
+
+
+@_jitable
+def high_mul(a, b):
+    """floor(a * b / 2**32) for int32 a, b: the high half of the 64-bit product. By a
+    constant b (a Prepare-time multiplier) LLVM computes it in int32 lanes: vpmuldq on the
+    even and on the odd lanes, one shuffle."""
+    return np.int32(np.right_shift(np.multiply(np.int64(a), np.int64(b)), 32))
+
+
+@_jitable
+def doubling_high_mul_int32(a, multiplier):
+    """SRDHM(a, multiplier) for int32 |a| < 2**29 (any int32 multiplier), in int32.
+
+    SRDHM(a, m) = floor((a*m + 2**30) / 2**31) for both signs of a*m (gemmlowp's nudge
+    1 - 2**30 with truncation rounds a negative product the same way), which is
+    floor((floor(a*m / 2**30) + 1) / 2), and floor(a*m / 2**30) = high_mul(4a, m) exactly
+    while 4a fits int32. The saturating case needs a = INT32_MIN: out of range here."""
+    return np.right_shift(np.add(high_mul(np.left_shift(a, _I32_2), multiplier), _I32_1),
+                          _I32_1)
+
+
+@_jitable
+def doubling_high_mul_int32_wide(a, multiplier):
+    """SRDHM(a, multiplier) for any int32 a and multiplier but a = multiplier = INT32_MIN:
+    with P = a*m = 2**32 * high + low (low the unsigned low word), floor((P + 2**30) / 2**31)
+    = 2 * high + floor((low + 2**30) / 2**31), and the latter is ((low >> 30) + 1) >> 1 on
+    the top two bits of low. Three operations more than `doubling_high_mul_int32`."""
+    high = high_mul(a, multiplier)
+    low = np.int32(np.multiply(np.int64(a), np.int64(multiplier)))    # wraps: the low word
+    top = np.bitwise_and(np.right_shift(low, _I32_30), _I32_3)
+    return np.add(np.add(high, high), np.right_shift(np.add(top, _I32_1), _I32_1))
+
+
+@_jitable
+def rounding_divide_by_pot_int32(x, exponent):
+    """RoundingDivideByPOT(x, exponent) for int32 |x| < 2**30, 0 <= exponent <= 31:
+    (x + 2**(exponent-1) - (x < 0)) >> exponent, one add fewer than the mask and threshold
+    of gemmlowp. Same result: for x >= 0 a remainder >= half rounds up; for x < 0 it must
+    exceed half (ties go away from zero), which the -1 does. No overflow: |x| + half < 2**31.
+    exponent 0: half is 0 and the -1 is dropped (np.maximum with -half), so x comes back."""
+    half = np.int32((1 << exponent) >> 1)
+    negative = np.maximum(np.right_shift(x, _I32_31), np.int32(-((1 << exponent) >> 1)))
+    return np.right_shift(np.add(np.add(x, half), negative), np.int32(exponent))
+
+
+@_jitable
+def shift_left_or_floor_right_int32(x, shift):
+    """x << shift, or x >> -shift (flooring) for a negative shift: vshlq_s32 for int32 x
+    and |shift| < 32 (the int8 paths' shifts: >= 20 - 31)."""
+    left = np.int32(shift * (shift > 0))
+    right = np.int32(-shift * (shift < 0))
+    return np.right_shift(np.left_shift(x, left), right)
+
+
+@_jitable
+def wrap_int16_int32(x):
+    """vmovn_s32 / int16 arithmetic on an int32: the low 16 bits, as a signed value."""
+    return np.int32(np.int16(x))
+
+
+@_jitable
+def clamp_int32(x, lo, hi):
+    """std::min(std::max(x, lo), hi) on an int32 (lo, hi: constants)."""
+    return np.minimum(np.maximum(x, np.int32(lo)), np.int32(hi))
+
+
+@_jitable
+def offset_int32(q, offset):
+    """q + offset as an int32 (q an int8/uint8 value, offset minus a zero point)."""
+    return np.add(np.int32(q), np.int32(offset))
+
+
 # ---------------------------------------------------------------------- ADD / SUB / SQ. DIFF
+
+@_jitable
+def rescale_input_int32(q, offset, left_shift, multiplier, shift):
+    """MultiplyByQuantizedMultiplierSmallerThanOneExp((q + offset) << left_shift, multiplier,
+    shift) of the reference ADD/SUB/SQUARED_DIFFERENCE, in int32: |q + offset| <= 255 and
+    left_shift <= 20 keep the shifted value below 2**28."""
+    shifted = np.left_shift(offset_int32(q, offset), np.int32(left_shift))
+    return rounding_divide_by_pot_int32(doubling_high_mul_int32(shifted, multiplier), -shift)
+
 
 @_jitable
 def add_sub_reference(a, b, sign, input1_offset, input1_multiplier, input1_shift,
@@ -142,14 +244,15 @@ def add_sub_reference(a, b, sign, input1_offset, input1_multiplier, input1_shift
                       output_multiplier, output_shift, output_offset, act_min, act_max):
     """reference_integer_ops::AddFunc / reference_ops::AddElementwise (sign=1) and
     SubElementwise / BroadcastQuantSubSlow (sign=-1): both inputs rescaled to a common
-    2**-left_shift scale, added, rescaled to the output, offset and clamped (int32)."""
-    x1 = multiply_by_quantized_multiplier_smaller_than_one(
-        (a + input1_offset) * (1 << left_shift), input1_multiplier, input1_shift)
-    x2 = multiply_by_quantized_multiplier_smaller_than_one(
-        (b + input2_offset) * (1 << left_shift), input2_multiplier, input2_shift)
-    raw = multiply_by_quantized_multiplier_smaller_than_one(
-        x1 + sign * x2, output_multiplier, output_shift) + output_offset
-    return saturate(raw, act_min, act_max)
+    2**-left_shift scale, added, rescaled to the output, offset and clamped (int32).
+    In int32 lanes: each input multiplier is at most 0.5 (of twice the larger scale), so
+    |x1|, |x2| <= 255 * 2**19 + 1 and |x1 +- x2| < 2**28."""
+    x1 = rescale_input_int32(a, input1_offset, left_shift, input1_multiplier, input1_shift)
+    x2 = rescale_input_int32(b, input2_offset, left_shift, input2_multiplier, input2_shift)
+    total = np.add(x1, np.multiply(np.int32(sign), x2))
+    raw = rounding_divide_by_pot_int32(doubling_high_mul_int32(total, output_multiplier),
+                                       -output_shift)
+    return clamp_int32(np.add(raw, np.int32(output_offset)), act_min, act_max)
 
 
 @_jitable
@@ -162,19 +265,22 @@ def add_block(a, b, input1_offset, input1_multiplier, input1_shift, input2_offse
     AddScalarBroadcast (optimized_ops.h), which shift by left_shift, vqrdmulhq, then shift by
     input_shift without rounding (floor). Both: vqrdmulhq + RoundingDivideByPOT to the
     output scale, vmovn_s32 (wraps to int16), + output_offset in int16, saturation to
-    [qmin, qmax] (vqmovn_s16 / vqmovun_s16), clamp to the activation range."""
+    [qmin, qmax] (vqmovn_s16 / vqmovun_s16), clamp to the activation range.
+    In int32 lanes: shifted inputs below 255 * 2**20 < 2**28, |x1 + x2| < 2**28 (as for
+    add_sub_reference), so the int32 sum of the C code never wraps."""
     s1 = left_shift + merged_shift * input1_shift
     s2 = left_shift + merged_shift * input2_shift
-    x1 = saturating_rounding_doubling_high_mul(
-        shift_left_or_floor_right(a + input1_offset, s1), input1_multiplier)
-    x2 = saturating_rounding_doubling_high_mul(
-        shift_left_or_floor_right(b + input2_offset, s2), input2_multiplier)
-    x1 = shift_left_or_floor_right(x1, (1 - merged_shift) * input1_shift)
-    x2 = shift_left_or_floor_right(x2, (1 - merged_shift) * input2_shift)
-    raw = multiply_by_quantized_multiplier_smaller_than_one(
-        wrap_int32(x1 + x2), output_multiplier, output_shift)
-    narrowed = saturate(wrap_int16(wrap_int16(raw) + output_offset), qmin, qmax)
-    return saturate(narrowed, act_min, act_max)
+    x1 = doubling_high_mul_int32(
+        shift_left_or_floor_right_int32(offset_int32(a, input1_offset), s1), input1_multiplier)
+    x2 = doubling_high_mul_int32(
+        shift_left_or_floor_right_int32(offset_int32(b, input2_offset), s2), input2_multiplier)
+    x1 = shift_left_or_floor_right_int32(x1, (1 - merged_shift) * input1_shift)
+    x2 = shift_left_or_floor_right_int32(x2, (1 - merged_shift) * input2_shift)
+    raw = rounding_divide_by_pot_int32(
+        doubling_high_mul_int32(np.add(x1, x2), output_multiplier), -output_shift)
+    offset = np.add(wrap_int16_int32(raw), np.int32(output_offset))
+    narrowed = clamp_int32(wrap_int16_int32(offset), qmin, qmax)
+    return clamp_int32(narrowed, act_min, act_max)
 
 
 @_jitable
@@ -183,27 +289,44 @@ def squared_difference_reference(a, b, input1_offset, input1_multiplier, input1_
                                  output_multiplier, output_shift, output_offset, act_min,
                                  act_max):
     """squared_difference.cc SquaredDifference(int8, int8, params): inputs rescaled to a
-    2**-7 scale, difference squared (int32), rescaled to the output, offset, clamped."""
-    x1 = multiply_by_quantized_multiplier_smaller_than_one(
-        (a + input1_offset) * (1 << left_shift), input1_multiplier, input1_shift)
-    x2 = multiply_by_quantized_multiplier_smaller_than_one(
-        (b + input2_offset) * (1 << left_shift), input2_multiplier, input2_shift)
-    diff = x1 - x2
-    raw = multiply_by_quantized_multiplier_smaller_than_one(
-        diff * diff, output_multiplier, output_shift) + output_offset
-    return saturate(raw, act_min, act_max)
+    2**-7 scale, difference squared (int32), rescaled to the output, offset, clamped.
+    In int32 lanes: |x1|, |x2| <= 255 * 2**6 + 1, so the square is below 2**30 (hence the
+    wide doubling high mul: 4 * square may not fit)."""
+    x1 = rescale_input_int32(a, input1_offset, left_shift, input1_multiplier, input1_shift)
+    x2 = rescale_input_int32(b, input2_offset, left_shift, input2_multiplier, input2_shift)
+    diff = np.subtract(x1, x2)
+    raw = rounding_divide_by_pot_int32(
+        doubling_high_mul_int32_wide(np.multiply(diff, diff), output_multiplier), -output_shift)
+    return clamp_int32(np.add(raw, np.int32(output_offset)), act_min, act_max)
 
 
 # ----------------------------------------------------------------------------------- MUL
 
 @_jitable
+def mul_rescale_int32(a, b, input1_offset, input2_offset, output_multiplier, output_shift):
+    """MultiplyByQuantizedMultiplier((a + off1) * (b + off2), multiplier, shift), double
+    rounding, in int32: |product| <= 255**2 < 2**16 and Prepare-time checks keep
+    product << max(shift, 0) in int32 (quant_unsupported), below 2**29 up to a shift of 13
+    (the narrow doubling high mul); a right shift happens only when the left one is 0."""
+    left = output_shift * (output_shift > 0)
+    right = -output_shift * (output_shift < 0)
+    product = np.multiply(offset_int32(a, input1_offset), offset_int32(b, input2_offset))
+    shifted = np.left_shift(product, np.int32(left))
+    high = select(left <= 13, doubling_high_mul_int32(shifted, output_multiplier),
+                  doubling_high_mul_int32_wide(shifted, output_multiplier))
+    return rounding_divide_by_pot_int32(high, right)
+
+
+@_jitable
 def mul_reference(a, b, input1_offset, input2_offset, output_multiplier, output_shift,
                   output_offset, act_min, act_max):
     """reference_integer_ops::MulElementwise and the scalar loops of the optimized MUL:
-    output_offset + MultiplyByQuantizedMultiplier((a + off1) * (b + off2)), clamped."""
-    raw = output_offset + multiply_by_quantized_multiplier(
-        (a + input1_offset) * (b + input2_offset), output_multiplier, output_shift)
-    return saturate(raw, act_min, act_max)
+    output_offset + MultiplyByQuantizedMultiplier((a + off1) * (b + off2)), clamped.
+    In int32 lanes: the rescaled product is below 255**2 * 2**15 < 2**31 - 255, so adding
+    the offset does not wrap."""
+    raw = mul_rescale_int32(a, b, input1_offset, input2_offset, output_multiplier,
+                            output_shift)
+    return clamp_int32(np.add(raw, np.int32(output_offset)), act_min, act_max)
 
 
 @_jitable
@@ -213,16 +336,13 @@ def mul_block(a, b, input1_offset, input2_offset, output_multiplier, output_shif
     optimized_ops.h): the product shifted by max(shift, 0) (vshlq), vqrdmulhq,
     RoundingDivideByPOT by max(-shift, 0), narrowed to int16 (saturate16=1: vqmovn_s32;
     0: vmovn_s32, wrapping, in uint8 MulSimpleBroadcast), + output_offset in int16,
-    saturated to [qmin, qmax], clamped to the activation range."""
-    left = output_shift * (output_shift > 0)
-    right = -output_shift * (output_shift < 0)
-    p = saturating_rounding_doubling_high_mul(
-        shift_left_or_floor_right((a + input1_offset) * (b + input2_offset), left),
-        output_multiplier)
-    p = rounding_divide_by_pot(p, right)
-    p16 = select(saturate16 == 1, saturate(p, -32768, 32767), wrap_int16(p))
-    narrowed = saturate(wrap_int16(p16 + output_offset), qmin, qmax)
-    return saturate(narrowed, act_min, act_max)
+    saturated to [qmin, qmax], clamped to the activation range. int32 lanes as
+    mul_reference."""
+    p = mul_rescale_int32(a, b, input1_offset, input2_offset, output_multiplier, output_shift)
+    p16 = select(saturate16 == 1, clamp_int32(p, -32768, 32767), wrap_int16_int32(p))
+    offset = np.add(p16, np.int32(output_offset))
+    narrowed = clamp_int32(wrap_int16_int32(offset), qmin, qmax)
+    return clamp_int32(narrowed, act_min, act_max)
 
 
 # --------------------------------------------------------------------------------- PRELU
@@ -296,6 +416,14 @@ def float_to_int32(v):
 
 
 @_jitable
+def float32_to_int32(v):
+    """float_to_int32 of a float32, as an int32 (cvttps2dq, 16 lanes): truncation, and
+    INT32_MIN for NaN and anything outside the int32 range. np.add on it wraps as C does."""
+    ok = np.abs(v) < np.float32(_TWO_POW_31)
+    return select(ok, np.int32(select(ok, v, np.float32(0))), np.int32(INT32_MIN))
+
+
+@_jitable
 def quantize_reference(x, scale, zero_point, qmin, qmax):
     """optimized_ops::AffineQuantize<int8/uint8> scalar tail (= reference AffineQuantize):
     static_cast<int32>(std::round(float x / double scale)) + zero_point (int32 wrap),
@@ -310,7 +438,7 @@ def quantize_block(x, inverse_scale, zero_point, qmin, qmax):
     float32 (inverse_scale = float(1.0 / double(scale))), RoundToNearest = vcvtnq_s32_f32
     = cvtps2dq (ties to even; NaN/overflow -> INT32_MIN), + zero_point (wraps), clamped."""
     v = np.rint(np.float32(x) * np.float32(inverse_scale))
-    return saturate(wrap_int32(float_to_int32(v) + zero_point), qmin, qmax)
+    return clamp_int32(np.add(float32_to_int32(v), np.int32(zero_point)), qmin, qmax)
 
 
 @_jitable

@@ -666,3 +666,173 @@ def test_integer_helpers_match_their_definitions_exhaustively_on_int16():
                 for v in x[::97].tolist()]
         assert got[::97].tolist() == want
     assert fp.saturating_rounding_doubling_high_mul(fp.INT32_MIN, fp.INT32_MIN) == fp.INT32_MAX
+
+
+# --------------------------------------- int32 lanes: the int64 definitions, bit for bit
+# The per-element helpers compute in int32 (codegen.fixedpoint, "int32 lanes"). Below are
+# the int64 formulas they replaced, written with the generic helpers straight from LiteRT's
+# and gemmlowp's definitions; the int32 helpers must equal them on every operand pair for
+# every parameter set Prepare can produce.
+
+def add_sub_int64(a, b, sign, o1, m1, s1, o2, m2, s2, left_shift, mo, so, oo, lo, hi):
+    x1 = fp.multiply_by_quantized_multiplier_smaller_than_one((a + o1) << left_shift, m1, s1)
+    x2 = fp.multiply_by_quantized_multiplier_smaller_than_one((b + o2) << left_shift, m2, s2)
+    raw = fp.multiply_by_quantized_multiplier_smaller_than_one(x1 + sign * x2, mo, so) + oo
+    return fp.saturate(raw, lo, hi)
+
+
+def add_block_int64(a, b, o1, m1, s1, o2, m2, s2, left_shift, mo, so, oo, lo, hi, merged,
+                    qmin, qmax):
+    def rescale(q, offset, multiplier, shift):
+        x = fp.saturating_rounding_doubling_high_mul(
+            fp.shift_left_or_floor_right(q + offset, left_shift + merged * shift), multiplier)
+        return fp.shift_left_or_floor_right(x, (1 - merged) * shift)
+    total = fp.wrap_int32(rescale(a, o1, m1, s1) + rescale(b, o2, m2, s2))
+    raw = fp.multiply_by_quantized_multiplier_smaller_than_one(total, mo, so)
+    narrowed = fp.saturate(fp.wrap_int16(fp.wrap_int16(raw) + oo), qmin, qmax)
+    return fp.saturate(narrowed, lo, hi)
+
+
+def squared_difference_int64(a, b, o1, m1, s1, o2, m2, s2, left_shift, mo, so, oo, lo, hi):
+    x1 = fp.multiply_by_quantized_multiplier_smaller_than_one((a + o1) << left_shift, m1, s1)
+    x2 = fp.multiply_by_quantized_multiplier_smaller_than_one((b + o2) << left_shift, m2, s2)
+    raw = fp.multiply_by_quantized_multiplier_smaller_than_one((x1 - x2) ** 2, mo, so) + oo
+    return fp.saturate(raw, lo, hi)
+
+
+def mul_reference_int64(a, b, o1, o2, m, s, oo, lo, hi):
+    return fp.saturate(oo + fp.multiply_by_quantized_multiplier((a + o1) * (b + o2), m, s),
+                       lo, hi)
+
+
+def mul_block_int64(a, b, o1, o2, m, s, oo, lo, hi, saturate16, qmin, qmax):
+    p = fp.saturating_rounding_doubling_high_mul(
+        fp.shift_left_or_floor_right((a + o1) * (b + o2), max(s, 0)), m)
+    p = fp.rounding_divide_by_pot(p, max(-s, 0))
+    p16 = fp.saturate(p, -32768, 32767) if saturate16 else fp.wrap_int16(p)
+    return fp.saturate(fp.saturate(fp.wrap_int16(p16 + oo), qmin, qmax), lo, hi)
+
+
+INT64_DEFINITIONS = {"add_sub_reference": add_sub_int64, "add_block": add_block_int64,
+                     "squared_difference_reference": squared_difference_int64,
+                     "mul_reference": mul_reference_int64, "mul_block": mul_block_int64}
+
+
+def random_binary_params(rng, op: str, dtype: str) -> tuple:
+    """(q1, q2, qo, activation) with log-uniform scales; a third of the output scales are
+    tiny (int16 wrap in ADD, MUL's largest left shifts)."""
+    s1, s2 = (float(np.float32(10 ** rng.uniform(-4, 2))) for _ in range(2))
+    if rng.random() < 1 / 3:
+        so = s1 * s2 / 2 ** rng.uniform(10, 15.9) if op == "MUL" \
+            else max(s1, s2) * 10 ** rng.uniform(-5, -2)
+    else:
+        so = 10 ** rng.uniform(-4, 2)
+    lo, hi = Q.DTYPE_RANGES[dtype]
+    z1, z2, zo = (int(rng.integers(lo, hi + 1)) for _ in range(3))
+    return (QParams(s1, z1, dtype), QParams(s2, z2, dtype),
+            QParams(float(np.float32(so)), zo, dtype), int(rng.integers(0, 4)))
+
+
+@pytest.mark.parametrize("op, dtype, path", [
+    ("ADD", "int8", REFERENCE), ("ADD", "int8", ELEMENTWISE_BLOCK),
+    ("ADD", "int8", SCALAR_BLOCK), ("ADD", "uint8", REFERENCE),
+    ("ADD", "uint8", ELEMENTWISE_BLOCK), ("SUB", "int8", REFERENCE),
+    ("SUB", "uint8", REFERENCE), ("MUL", "int8", REFERENCE), ("MUL", "int8", ELEMENTWISE_BLOCK),
+    ("MUL", "uint8", SCALAR_BLOCK), ("SQUARED_DIFFERENCE", "int8", REFERENCE)])
+def test_int32_helpers_equal_the_int64_definitions_on_all_pairs(op, dtype, path):
+    """200 random parameter sets each, all 65536 operand pairs, the numpy path (the numba
+    path runs the same code: test_numba_int32_helpers_equal_the_int64_definitions)."""
+    rng = np.random.default_rng(list(f"{op} {dtype} {path}".encode()))
+    checked = left_shifts = 0
+    while checked < 200:
+        q1, q2, qo, activation = random_binary_params(rng, op, dtype)
+        params = {"activation": activation}
+        if Q.quant_unsupported(op, (dtype,) * 3, (q1, q2), qo, params, position_aware=True):
+            continue
+        prepared = Q.prepare_binary(op, q1, q2, qo, params)
+        name, args = Q.binary_call(op, prepared, dtype, path)
+        a, b = (x.astype(np.int64) for x in Q.binary_grid(q1, q2))
+        got = getattr(fp, name)(a, b, *args)
+        want = INT64_DEFINITIONS[name](a, b, *args)
+        assert np.array_equal(got, want), (op, dtype, path, q1, q2, qo, activation)
+        checked += 1
+        left_shifts += op == "MUL" and prepared.output_shift > 13
+    assert op != "MUL" or left_shifts > 5      # the wide doubling high mul was reached
+
+
+@pytest.mark.parametrize("op, dtype, path", [("ADD", "int8", ELEMENTWISE_BLOCK),
+                                             ("ADD", "uint8", SCALAR_BLOCK),
+                                             ("SUB", "int8", REFERENCE),
+                                             ("MUL", "int8", ELEMENTWISE_BLOCK),
+                                             ("MUL", "uint8", REFERENCE)])
+def test_numba_int32_helpers_equal_the_int64_definitions(op, dtype, path):
+    """Compiled as a kernel compiles them (constants inlined, LLVM free to fold them), at
+    parameters that wrap to int16, shift MUL's product by 14 and 15 bits, or neither."""
+    cases = {"ADD": [(0.05, 0.03, 0.06), (0.5, 0.01, 1e-5), (1.0, 1.0, 2.0)],
+             "SUB": [(0.05, 0.03, 0.06), (0.5, 0.01, 1e-5)],
+             "MUL": [(0.05, 0.03, 0.06), (0.5, 0.25, 0.5 * 0.25 / 2 ** 14.5),
+                     (1.0, 1.0, 2 ** -15.5), (0.02, 0.3, 1e-3)]}[op]
+    lo = Q.DTYPE_RANGES[dtype][0]
+    for k, (s1, s2, so) in enumerate(cases):
+        q1, q2 = QParams(s1, lo + 120 + k, dtype), QParams(s2, lo + 131 - k, dtype)
+        qo = QParams(float(np.float32(so)), lo + 126, dtype)
+        prepared = Q.prepare_binary(op, q1, q2, qo, {"activation": k % 4})
+        name, args = Q.binary_call(op, prepared, dtype, path)
+        a, b = (x.astype(NP[dtype]) for x in Q.binary_grid(q1, q2))
+        out = np.empty(a.size, NP[dtype])
+        compiled_loop(name, args)(a, b, out)
+        want = INT64_DEFINITIONS[name](a.astype(np.int64), b.astype(np.int64), *args)
+        assert np.array_equal(out, want), (op, dtype, path, s1, s2, so)
+
+
+def test_int32_primitives_equal_the_int64_helpers():
+    """The int32 doubling high muls and RoundingDivideByPOT against the generic int64
+    helpers, over their stated operand ranges, edges included."""
+    rng = np.random.default_rng(9)
+    edges = np.array([0, 1, -1, 2 ** 29 - 1, -(2 ** 29) + 1, 12345, -12345])
+    small = np.concatenate([edges, rng.integers(-(2 ** 29) + 1, 2 ** 29, 200_000)])
+    wide = np.concatenate([edges, [fp.INT32_MAX, fp.INT32_MIN, fp.INT32_MIN + 1],
+                           rng.integers(fp.INT32_MIN, fp.INT32_MAX + 1, 200_000)])
+    multipliers = [0, 1, -1, 1 << 30, (1 << 30) + 1, fp.INT32_MAX, -(1 << 30), fp.INT32_MIN + 1,
+                   *rng.integers(fp.INT32_MIN + 1, fp.INT32_MAX + 1, 20).tolist()]
+    for m in multipliers:
+        want = fp.saturating_rounding_doubling_high_mul(small, m)
+        assert np.array_equal(fp.doubling_high_mul_int32(small.astype(np.int32), m), want), m
+        want = fp.saturating_rounding_doubling_high_mul(wide, m)
+        assert np.array_equal(fp.doubling_high_mul_int32_wide(wide.astype(np.int32), m),
+                              want), m
+    x = np.concatenate([edges, [2 ** 30 - 1, -(2 ** 30) + 1],
+                        rng.integers(-(2 ** 30) + 1, 2 ** 30, 100_000)])
+    for exponent in range(32):
+        want = fp.rounding_divide_by_pot(x, exponent)
+        assert np.array_equal(fp.rounding_divide_by_pot_int32(x.astype(np.int32), exponent),
+                              want), exponent
+    for shift in range(-31, 32):
+        v = np.arange(-255, 256)
+        assert np.array_equal(fp.shift_left_or_floor_right_int32(v.astype(np.int32), shift),
+                              fp.shift_left_or_floor_right(v, shift)), shift
+
+
+def test_float32_to_int32_matches_the_int64_cast():
+    x = np.concatenate([special_floats(1.0), np.float32([2 ** 31, -2 ** 31, 2 ** 31 - 128,
+                                                         -2 ** 31 + 128, 0.5, -0.5, -0.0])])
+    x = x.astype(np.float32)
+    assert np.array_equal(fp.float32_to_int32(x), fp.float_to_int32(x))
+
+
+@pytest.mark.parametrize("op, dtype, path", [("ADD", "int8", ELEMENTWISE_BLOCK),
+                                             ("SUB", "uint8", REFERENCE),
+                                             ("MUL", "int8", ELEMENTWISE_BLOCK)])
+def test_kernel_helpers_compute_in_32_bit_lanes(op, dtype, path):
+    """No packed 64-bit arithmetic in the loop: the only 64-bit products are vpmuldq's
+    (even/odd lanes of a high multiply), so each register holds 16 lanes (AVX-512) or 8."""
+    q1, q2 = QParams(0.05, shifted(3, dtype), dtype), QParams(0.03, shifted(-7, dtype), dtype)
+    prepared = Q.prepare_binary(op, q1, q2, QParams(0.06, shifted(2, dtype), dtype),
+                                {"activation": 0})
+    loop = compiled_loop(*Q.binary_call(op, prepared, dtype, path))
+    a = np.zeros(1024, NP[dtype])
+    loop(a, a, np.empty(1024, NP[dtype]))
+    asm = loop.inspect_asm(loop.signatures[0])
+    assert re.search(r"\bvpmuldq\s", asm)
+    assert not re.findall(r"\bvp(?:addq|subq|sraq|sllq|mullq|cmpgtq|blendmq)\s[^\n]*%[yz]mm",
+                          asm)
