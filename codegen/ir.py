@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
-from .ops import KERNEL_OPS, OPS
+from .ops import KERNEL_OPS, OPS, REDUCTIONS
 
 MAX_RANK = 6
 
@@ -43,7 +43,11 @@ class Op:
 
     @property
     def spec(self):
-        return OPS.get(self.op) or KERNEL_OPS[self.op]
+        return OPS.get(self.op) or REDUCTIONS.get(self.op) or KERNEL_OPS[self.op]
+
+    @property
+    def reduction(self) -> bool:
+        return self.op in REDUCTIONS
 
     @property
     def sources(self) -> tuple[tuple[int, str], ...]:
@@ -107,11 +111,22 @@ def broadcast_shapes(*shapes: tuple[int, ...]) -> tuple[int, ...]:
     return tuple(out)
 
 
+def reduced_shape(shape: tuple[int, ...], axes: tuple[int, ...],
+                  keep_dims: bool) -> tuple[int, ...]:
+    """A reduction's output shape: `shape` without `axes` (normalised, sorted, non-negative),
+    or with them set to 1 under keep_dims (reduce.cc ResizeOutputTensor)."""
+    if any(not 0 <= a < len(shape) for a in axes) or list(axes) != sorted(set(axes)):
+        raise IRError(f"axes {list(axes)} are not sorted distinct axes of {list(shape)}")
+    if keep_dims:
+        return tuple(1 if d in axes else n for d, n in enumerate(shape))
+    return tuple(n for d, n in enumerate(shape) if d not in axes)
+
+
 def verify(ir: KernelIR) -> None:
     """Check arity, defined-before-use and shapes against OPS before rendering."""
     defined = {v.tensor for v in ir.values if v.literal is not None} | set(ir.inputs)
     for op in ir.ops:
-        spec = OPS.get(op.op) or KERNEL_OPS.get(op.op)
+        spec = OPS.get(op.op) or REDUCTIONS.get(op.op) or KERNEL_OPS.get(op.op)
         where = f"node {op.node} ({op.op})"
         if spec is None:
             raise IRError(f"{where}: no such op in OPS")
@@ -122,7 +137,12 @@ def verify(ir: KernelIR) -> None:
         missing = [t for t in op.inputs if t not in defined]
         if missing:
             raise IRError(f"{where}: inputs {missing} are used before they are defined")
-        expected = broadcast_shapes(*(ir.value(t).shape for t in op.inputs))
+        if op.reduction:
+            params = dict(op.params)
+            expected = reduced_shape(ir.value(op.inputs[0]).shape, params["axes"],
+                                     params["keep_dims"])
+        else:
+            expected = broadcast_shapes(*(ir.value(t).shape for t in op.inputs))
         if ir.value(op.output).shape != expected:
             raise IRError(f"{where}: output shape {ir.value(op.output).shape}, inputs broadcast "
                           f"to {expected}")

@@ -289,6 +289,59 @@ KERNEL_OPS: dict[str, OpSpec] = {spec.name: spec for spec in (
 TRANSCENDENTAL = frozenset(name for name, spec in OPS.items() if spec.cost >= 10)
 
 
+@dataclass(frozen=True)
+class ReductionSpec(OpSpec):
+    """A reduction over `axes` (params: axes, normalised and sorted; keep_dims): an accumulator
+    that starts at `init`, takes each element with `combine` (over {acc} and {a}) in the input's
+    order, and ends as `finish` (over {acc} and {n}, the elements reduced).
+
+    `init` is the identity of `combine` for every float32, NaN and -0.0 included, so it
+    reproduces the builtin's reducer_first. `row_combine`: the form a row loop accumulates with,
+    reassociating the adds or maxima so that LLVM vectorises them (codegen.reduce); None: the
+    ordered `combine`, bit-exact with the builtin's sequential loop. The tolerance of each is
+    stated and checked in tests/test_reductions.py (reduction_bound) and listed in the README."""
+    init: str = ""
+    combine: str = ""
+    finish: str = "{acc}"
+    row_combine: str | None = None
+
+
+# The reductions TFLite runs as MEAN, SUM, REDUCE_MAX, REDUCE_MIN (tflite/kernels/reduce.cc,
+# optimized_ops::Reduce: `res = first; res = reducer(res, in)` in input order; MEAN divides the
+# float32 sum by the count), and the row reductions SOFTMAX and LOG_SOFTMAX are made of
+# (codegen.reduce.expand): Eigen's maxCoeff and sum, whose NaN handling is unspecified: a row
+# with a NaN is NaN throughout whatever its max.
+REDUCTIONS: dict[str, ReductionSpec] = {spec.name: spec for spec in (
+    ReductionSpec("SUM", 74, 1, "", lambda a, b, p: None, init="np.float32(-0.0)",
+                  combine="{acc} + {a}"),
+    ReductionSpec("MEAN", 40, 1, "", lambda a, b, p: None, init="np.float32(-0.0)",
+                  combine="{acc} + {a}", finish="{acc} / np.float32({n})",
+                  row_combine="add_reassoc({acc}, {a})"),
+    ReductionSpec("REDUCE_MAX", 82, 1, "", lambda a, b, p: None, init="-INF",
+                  combine="maximum({acc}, {a})"),
+    ReductionSpec("REDUCE_MIN", 89, 1, "", lambda a, b, p: None, init="INF",
+                  combine="minimum({acc}, {a})"),
+    ReductionSpec("ROW_SUM", -1, 1, "", lambda a, b, p: None, init="np.float32(-0.0)",
+                  combine="{acc} + {a}", row_combine="add_reassoc({acc}, {a})"),
+    ReductionSpec("ROW_MAX", -1, 1, "", lambda a, b, p: None, init="-INF",
+                  combine="maximum({acc}, {a})", row_combine="max_reassoc({acc}, {a})"),
+)}
+
+# Elementwise kernel ops the composite ops are lowered to (codegen.reduce.expand): without the
+# fused activation's clamp, as Eigen computes them inside SOFTMAX, LOG_SOFTMAX and
+# L2_NORMALIZATION.
+KERNEL_OPS.update({spec.name: spec for spec in (
+    OpSpec("SUB_RAW", -1, 2, "{a} - {b}", lambda a, b, p: a - b, propagates_nonfinite=True),
+    OpSpec("MUL_RAW", -1, 2, "{a} * {b}", lambda a, b, p: a * b, propagates_nonfinite=True),
+    OpSpec("DIV_RAW", -1, 2, "{a} / {b}", lambda a, b, p: a / b),
+    OpSpec("RECIPROCAL", -1, 1, "np.float32(1.0) / {a}", lambda a, b, p: 1.0 / a),
+    OpSpec("SCALED_EXP", -1, 2, "exp_fast_f32(({a} - {b}) * {beta})",
+           lambda a, b, p: np.exp((a - b) * p["beta"]), _T(ulp=4), params=("beta",), cost=12),
+    OpSpec("L2_NORM", -1, 1, "max_eps(sqrt_f32({a}), {epsilon})",
+           lambda a, b, p: np.maximum(np.sqrt(a), p["epsilon"]), params=("epsilon",), cost=4),
+)})
+
+
 # Names the expressions may call, and the module each comes from (the renderer imports them).
 HELPER_MODULES: dict[str, str] = {
     **{name: "codegen.scalar" for name in (
@@ -301,6 +354,7 @@ HELPER_MODULES: dict[str, str] = {
         "sqrt_f32", "exp_fast_f32", "log_fast_f32", "sin_fast_f32", "cos_fast_f32",
         "tanh_fast_f32", "logistic_fast_f32", "elu_fast_f32", "gelu_fast_f32", "swish_fast_f32",
         "mish_fast_f32")},
+    **{name: "codegen.reduce" for name in ("add_reassoc", "max_reassoc", "max_eps")},
 }
 
 

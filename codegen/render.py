@@ -36,8 +36,8 @@ KERNEL_HELPERS = {**HELPER_MODULES, "repeated": "codegen.scalar",
                   **{name: "codegen.fixedpoint" for name, helper in vars(fixedpoint).items()
                      if getattr(helper, "__module__", None) == fixedpoint.__name__}}
 RESERVED = {"np", "carray", "cfunc", "njit", "prange", "context", "node", "tensors", "range",
-            "min", "max", "misses", "part", "tile", "start", "stop", "base", "FLT_MAX", "NAN",
-            "INF", *KERNEL_HELPERS}
+            "min", "max", "misses", "part", "tile", "start", "stop", "base", "k", "row_length",
+            "FLT_MAX", "NAN", "INF", *KERNEL_HELPERS}
 
 
 @dataclass(frozen=True)
@@ -181,6 +181,7 @@ class NestNames:
     stages: dict
     rows: dict
     slices: dict
+    accumulators: dict                 # rows nests: a reduction's register, if stored too
 
 
 def nest_names(schedule: Schedule, names: dict[int, str]) -> list[NestNames]:
@@ -195,15 +196,19 @@ def nest_names(schedule: Schedule, names: dict[int, str]) -> list[NestNames]:
 
     result = []
     for nest in schedule.nests:
-        stage_of = {op.output: n for n, group in enumerate(nest.stages) for op in group}
+        stage_of = {op.output: n for n, group in enumerate(nest.stages) for op in group
+                    if not op.reduction}
         crossing = sorted({t for n, group in enumerate(nest.stages) for op in group
                            for t in op.inputs if stage_of.get(t, n) < n} - set(nest.writes))
         inner = len(nest.loops.sizes) - 1
         sliced = [t for t in (*nest.reads, *nest.writes) if nest.tile and t not in
                   dict(nest.periodic) and not nest.loops.broadcast[t][inner]]
+        stored = [op.output for op in nest.ops if op.reduction and op.output in nest.writes
+                  and nest.kind == "rows"]
         result.append(NestNames({t: fresh(f"{names[t]}_buf") for t in crossing},
                                 {t: fresh(f"{names[t]}_rows") for t, _ in nest.periodic},
-                                {t: fresh(f"{names[t]}_t") for t in dict.fromkeys(sliced)}))
+                                {t: fresh(f"{names[t]}_t") for t in dict.fromkeys(sliced)},
+                                {t: fresh(f"{names[t]}_acc") for t in stored}))
     return result
 
 
@@ -225,12 +230,126 @@ def nest_blocks(ir: KernelIR, names: dict[int, str], schedule: Schedule, threads
                       f"lookup_bytes({names[op.inputs[0]]}, {names[op.output]}, "
                       f"{table_name(names, op)})"]
             continue
+        if nest.kind == "rows":
+            lines += [*nest_comment(names, nest, number, n),
+                      *rows_nest(ir, names, nest, n, nest_local, fast)]
+            continue
         depth = 1 + len(nest.loops.sizes) + (n > 1) + (nest.tile > 0)
         bodies = loop_body(ir, names, nest, nest_local, fast, depth)
         lines += [*nest_comment(names, nest, number, n),
                   *(f"{rows} = repeated({names[t]}, {nest.tile})"
                     for t, rows in nest_local.rows.items()),
-                  *loop_nest(ir, nest, n, names, nest_local, bodies)]
+                  *(f"{names[op.output]}[:] = {op.spec.init}" for op in nest.ops
+                    if op.reduction),
+                  *loop_nest(ir, nest, n, names, nest_local, bodies),
+                  *(line for op in nest.ops if op.reduction for line in finish(ir, names, op))]
+    return lines
+
+
+def finish(ir: KernelIR, names: dict[int, str], op: Op) -> list[str]:
+    """After a reduction's nest: its accumulators made its result (MEAN: divided by n)."""
+    if op.spec.finish == "{acc}":
+        return []
+    size = math.prod(ir.value(op.output).shape)
+    acc = f"{names[op.output]}[k]"
+    return [f"for k in range({size}):",
+            INDENT + f"{acc} = " + op.spec.finish.format(acc=acc, n=reduced_count(ir, op))]
+
+
+def reduced_count(ir: KernelIR, op: Op) -> int:
+    """How many elements each result of a reduction takes in."""
+    shape = ir.value(op.inputs[0]).shape
+    return math.prod(shape[a] for a in dict(op.params)["axes"])
+
+
+def rows_nest(ir: KernelIR, names: dict[int, str], nest: Nest, threads: int, local: NestNames,
+              fast: FastPath | None) -> list[str]:
+    """A `rows` nest: one loop over rows (split over threads), in it the per-row scalar ops and
+    one pass over the row's elements per stage, each reduction a scalar accumulator named after
+    its result. Arrays the passes read or write whole are sliced to the row."""
+    rows, cols = nest.loops.sizes
+    whole = [t for t in local.slices if nest.loops.broadcast[t] == (False, False)]
+    length = str(cols)
+    if whole:
+        length = "row_length"
+        lines = ["# The row length as a value known at run time only: LLVM unrolls a short loop of",
+                 "# constant length completely, which leaves it unvectorised.",
+                 f"row_length = {names[whole[0]]}.shape[0] // {rows}"]
+    else:
+        lines = []
+    if threads > 1:
+        step = -(-rows // threads)
+        lines += [f"for part in prange({threads}):",
+                 *(INDENT + line for line in tile_allocations(ir, nest, local)),
+                 f"{INDENT}for i0 in range(part * {step}, min(part * {step} + {step}, {rows})):"]
+        depth = 2
+    else:
+        lines, depth = [*lines, f"for i0 in range({rows}):"], 1
+    width = LINE_LIMIT - len(INDENT) * (depth + 1)
+    body = []
+    for t, name in local.slices.items():
+        base = index(nest, t, inner=False)
+        body.append(f"{name} = {names[t]}[{base}:{base} + {cols}]" if base != "0"
+                    else f"{name} = {names[t]}[:{cols}]")
+    exprs = {v.tensor: value_literal(v) for v in ir.values if v.literal is not None}
+    exprs.update((t, element(names, nest, local, t)) for t in nest.reads)
+    for number, per_row in enumerate(nest.per_row):
+        body += statements(ir, names, nest, local, fast, per_row, exprs, width)
+        if number == len(nest.stages) or not nest.stages[number]:
+            continue
+        stage = nest.stages[number]
+        reductions = [op for op in stage if op.reduction]
+        ops = ", ".join(dict.fromkeys(op.op for op in stage))
+        body += [f"# Pass {number + 1} over the row: {ops}",
+                 *(f"{accumulator(names, local, op)} = {op.spec.init}" for op in reductions),
+                 f"for i1 in range({length}):",
+                 *(INDENT + line for line in statements(ir, names, nest, local, fast, stage,
+                                                        exprs, width - len(INDENT)))]
+        for op in reductions:
+            acc = accumulator(names, local, op)
+            if op.spec.finish != "{acc}":
+                body.append(f"{acc} = " + op.spec.finish.format(acc=acc,
+                                                              n=reduced_count(ir, op)))
+            if op.output in nest.writes:
+                body.append(f"{element(names, nest, local, op.output)} = {acc}")
+    return lines + [INDENT * depth + line for line in body]
+
+
+def accumulator(names: dict[int, str], local: NestNames, op: Op) -> str:
+    """The scalar a rows nest accumulates a reduction in: named after its result."""
+    return local.accumulators.get(op.output, names[op.output])
+
+
+def statements(ir: KernelIR, names: dict[int, str], nest: Nest, local: NestNames,
+               fast: FastPath | None, ops: tuple[Op, ...], exprs: dict[int, str],
+               width: int) -> list[str]:
+    """One statement per op of a rows nest, in a pass or per row: a reduction adds its operand
+    to its accumulator; other ops as loop_body writes them. Updates `exprs` with how later
+    statements read each result."""
+    lines, misses = [], []
+    for op in ops:
+        args = [exprs[t] for t in op.inputs]
+        if op.reduction:
+            acc = accumulator(names, local, op)
+            combine = op.spec.row_combine or op.spec.combine
+            lines += assignment(acc, combine.format(acc=acc, a=args[0]), width)
+            exprs[op.output] = acc
+            continue
+        target = names[op.output]
+        if op.output in nest.writes:
+            target = element(names, nest, local, op.output)
+        elif op.output in local.stages:
+            target = f"{local.stages[op.output]}[i1]"
+        lines += assignment(target, op_expression(ir, names, op, args, bool(fast)), width)
+        if fast and op.node in fast.guarded:
+            misses.append(op.spec.guard.format(a=args[0]))
+        if fast and op.output in fast.checked:
+            misses.append(f"nonfinite({target})")
+        exprs[op.output] = target
+    if len(misses) == 1:
+        lines += wrap_call("misses = max(", ["misses", *misses], ")", width=width)
+    elif misses:
+        lines += wrap_call("misses = max(misses, max(", misses, "))", width=width)
     return lines
 
 
@@ -239,6 +358,10 @@ def nest_comment(names: dict[int, str], nest: Nest, number: int, threads: int) -
     how = f" as {list(nest.loops.sizes)}" if list(nest.loops.sizes) != list(nest.domain) else ""
     if nest.kind == "table":
         how += ", 64 elements a step with byte shuffles where the CPU has them (codegen.lut)"
+    elif nest.kind == "rows":
+        rows, cols = nest.loops.sizes
+        how = (f" as {rows} rows of {cols}, row by row: one pass over the row per phase, "
+               "the per-row values in registers")
     elif nest.row_tiled:
         period = nest.periodic[0][1]
         how += f" in tiles of {nest.tile // period} rows of {period}"
@@ -313,6 +436,8 @@ def parallel_threads(requested: int, nest: Nest) -> int:
     loops: a table nest is one call)."""
     if requested <= 1 or nest.elements < PARALLEL_MIN_ELEMENTS or nest.kind == "table":
         return 1
+    if nest.kind != "rows" and any(op.reduction for op in nest.ops):
+        return 1                       # its outer loop may run along a reduced dim
     return min(requested, outer_levels(nest)[0][1])
 
 
@@ -444,7 +569,10 @@ def loop_body(ir: KernelIR, names: dict[int, str], nest: Nest, local: NestNames,
             args = [exprs[t] for t in op.inputs]
             if fast and op.node in fast.guarded:
                 misses.append(op.spec.guard.format(a=args[0]))
-            expr = op_expression(ir, names, op, args, bool(fast))
+            if op.reduction:           # into its result's element, in the input's order
+                expr = op.spec.combine.format(acc=target, a=args[0])
+            else:
+                expr = op_expression(ir, names, op, args, bool(fast))
             lines += assignment(target, expr, width)
             if fast and op.output in fast.checked:
                 misses.append(f"nonfinite({target})")

@@ -15,6 +15,18 @@ Within a nest, two transformations of the loops keep the innermost loop long:
   for a vectorising compiler);
 - stages: several transcendental ops run one loop each over L1-sized tiles (render.py).
 
+Reductions (codegen.ops.REDUCTIONS) add phases: a reduction is computed in the nest of its
+input's domain, accumulating, and what reads its result runs in a later phase, so nests are
+keyed by (domain, phase), phase(op) = max over its inputs of the producer's phase, + 1 past a
+reduction. The reductions over the trailing dims of one [rows, C] domain (LayerNorm, softmax)
+and the ops around them become one `rows` nest, run before the partition's other nests: one
+loop over rows, in it one pass over the row's C elements per phase (producers and scalar
+accumulators), and between passes the per-row ops on scalars. The row stays in L1, so the
+input is read from memory once; values one pass computes for a later one go through a row
+buffer (the stage buffers of a tile of one row). Threads split the rows, never a reduction.
+Any other reduction (H,W of NHWC) is an ordinary nest over its input's domain accumulating
+into a buffer of its output's size, in the input's order, on one thread.
+
 `plan` is a pure function of the IR and the renderer a pure function of the plan: tests assert
 on plans without compiling, and the source text stays the cache key.
 """
@@ -23,13 +35,17 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from .ir import IRError, KernelIR, Op
+from .ir import IRError, KernelIR, Op, reduced_shape
 from .ops import TRANSCENDENTAL
 
 #: Innermost loops shorter than this are made longer, by row tiles of about ROW_TILE elements
 #: (long enough that each tile's loop setup is small against its work); stage tiles are TILE.
 TILE = 256
 ROW_TILE = 1024
+#: The row-tile copies of a nest's periodic operands together stay within this many bytes, half
+#: of L1, else each tile's loop streams them from L2 (docs/chain_performance.md: 16 per-channel
+#: constants in 1024-element copies, 64 KiB, ran at half the speed of 128-element ones).
+ROW_COPIES_BYTES = 16 << 10
 #: Stages need an innermost dimension at least this long, else one loop does better.
 TILE_MIN = 64
 #: Elements of one iteration of LLVM's vectorised loop (16 float32 lanes, interleaved 4 times):
@@ -95,7 +111,8 @@ class Nest:
     tile: int = 0
     periodic: tuple[tuple[int, int], ...] = ()
     stages: tuple[tuple[Op, ...], ...] = ()
-    kind: str = "elementwise"           # or "table": one byte LUT over a whole tensor
+    kind: str = "elementwise"           # "table": one byte LUT over a whole tensor; "rows"
+    per_row: tuple[tuple[Op, ...], ...] = ()  # rows: the scalar ops before each stage, and last
 
     @property
     def elements(self) -> int:
@@ -114,28 +131,37 @@ class Schedule:
 
 
 def plan(ir: KernelIR) -> Schedule:
-    """Place every op in the nest of its output shape; order the nests so each runs after the
-    nests it reads from, smaller ones first; loop each over its collapsed, maybe tiled, domain.
+    """Place every op in the nest of its domain (its output shape, a reduction's input shape)
+    and phase; order the nests so each runs after the nests it reads from, earlier phases and
+    smaller domains first; loop each over its collapsed, maybe tiled, domain. Reductions over
+    rows and the ops around them are one `rows` nest instead, first.
 
     An elementwise op's output shape holds each operand's shape, and is larger where they
-    differ, so a nest only ever reads from nests over smaller domains: the order exists."""
-    groups: dict[tuple[int, ...], list[Op]] = {}
+    differ, so within a phase a nest only ever reads from nests over smaller domains, and a
+    reduction's result is read in a later phase: the order exists."""
+    phases = _phases(ir)
+    rows = _rows_nest(ir, phases)
+    in_rows = {op.output for op in rows.ops} if rows else set()
+    nests = [rows] if rows else []
+    buffers = {t: math.prod(ir.value(t).shape) for t in (rows.writes if rows else ())
+               if t not in ir.outputs}
+    groups: dict[tuple[tuple[int, ...], int], list[Op]] = {}
     for op in ir.ops:
-        groups.setdefault(_squeeze(ir.value(op.output).shape), []).append(op)
-    domain_of = {op.output: domain for domain, ops in groups.items() for op in ops}
-    needs = {domain: {domain_of[t] for op in ops for t in op.inputs if t in domain_of} - {domain}
-             for domain, ops in groups.items()}
-    first = {domain: ir.ops.index(ops[0]) for domain, ops in groups.items()}
-    order: list[tuple[int, ...]] = []
+        if op.output in in_rows:
+            continue
+        groups.setdefault((_domain(ir, op), phases[op.output]), []).append(op)
+    key_of = {op.output: key for key, ops in groups.items() for op in ops}
+    needs = {key: {key_of[t] for op in ops for t in op.inputs if t in key_of} - {key}
+             for key, ops in groups.items()}
+    first = {key: ir.ops.index(ops[0]) for key, ops in groups.items()}
+    order: list[tuple[tuple[int, ...], int]] = []
     while len(order) < len(groups):
-        ready = [d for d in groups if d not in order and needs[d] <= set(order)]
+        ready = [k for k in groups if k not in order and needs[k] <= set(order)]
         if not ready:
             raise IRError(f"partition {ir.partition}: loop nests depend on each other")
-        order.append(min(ready, key=lambda d: (math.prod(d), first[d])))
-    buffers = {}
-    nests = []
-    for position, domain in enumerate(order):
-        ops = tuple(groups[domain])
+        order.append(min(ready, key=lambda k: (k[1], math.prod(k[0]), first[k])))
+    for position, key in enumerate(order):
+        ops = tuple(groups[key])
         computed = {op.output for op in ops}
         reads = _unique(t for op in ops for t in op.inputs
                         if t not in computed and ir.value(t).literal is None)
@@ -144,8 +170,115 @@ def plan(ir: KernelIR) -> Schedule:
         for t in writes:
             if t not in ir.outputs:
                 buffers[t] = math.prod(ir.value(t).shape)
-        nests.append(_loops(ir, domain, ops, reads, writes))
+        nests.append(_loops(ir, key[0], ops, reads, writes))
     return Schedule(tuple(nests), tuple(sorted(buffers.items())))
+
+
+def _phases(ir: KernelIR) -> dict[int, int]:
+    """Each op output's phase: the largest of its inputs' (+ 1 for a reduction's result)."""
+    after: dict[int, int] = {}
+    phases = {}
+    for op in ir.ops:
+        phases[op.output] = max((after[t] for t in op.inputs if t in after), default=0)
+        after[op.output] = phases[op.output] + op.reduction
+    return phases
+
+
+def _domain(ir: KernelIR, op: Op) -> tuple[int, ...]:
+    """Where an op is computed: over its output, a reduction over its input."""
+    return _squeeze(ir.value(op.inputs[0] if op.reduction else op.output).shape)
+
+
+def _in_domain(ir: KernelIR, tensor: int, reductions: dict[int, Op]) -> tuple[int, ...]:
+    """A tensor's shape as its nest broadcasts it: a reduction's result has its reduced dims
+    as 1s over the input's, whether keep_dims or not."""
+    op = reductions.get(tensor)
+    if op is None:
+        return _squeeze(ir.value(tensor).shape)
+    return _squeeze(reduced_shape(ir.value(op.inputs[0]).shape, dict(op.params)["axes"], True))
+
+
+def _split(ir: KernelIR, op: Op) -> tuple[tuple[int, ...], tuple[int, ...]] | None:
+    """(rows, cols) of a reduction over the trailing dims of its input, else None."""
+    if not op.reduction:
+        return None
+    shape, axes = ir.value(op.inputs[0]).shape, dict(op.params)["axes"]
+    if list(axes) != list(range(len(shape) - len(axes), len(shape))):
+        return None
+    return _squeeze(shape[:len(shape) - len(axes)]), shape[len(shape) - len(axes):]
+
+
+def _rows_nest(ir: KernelIR, phases: dict[int, int]) -> Nest | None:
+    """One nest over rows for the reductions over the trailing dims of one domain
+    [*rows, *cols] (the first such reduction's) and the ops around them, or None if there are
+    none. It takes, in order, each op over that domain (a full op) or over its rows (a per-row
+    op: its operands' cols dims are all 1) whose operands are whole or broadcast along all
+    their rows or all their cols, and come from memory or from ops it took; the other ops of
+    the partition are nests after it."""
+    splits = [split for split in (_split(ir, op) for op in ir.ops) if split]
+    if not splits:
+        return None
+    rows, cols = splits[0]
+    rank = len(rows) + len(cols)
+    by_output = {op.output: op for op in ir.ops if _split(ir, op) == (rows, cols)}
+
+    def parts(tensor: int, read: bool = False) -> tuple[tuple[int, ...], ...] | None:
+        """(rows part, cols part) of the tensor aligned to the domain: as an op reads it, or
+        as it is stored (a reduction's result over its input's rows)."""
+        shape = _squeeze(ir.value(tensor).shape) if read else _in_domain(ir, tensor, by_output)
+        if len(shape) > rank:
+            return None
+        aligned = (1,) * (rank - len(shape)) + shape
+        row_part, col_part = aligned[:len(rows)], aligned[len(rows):]
+        if row_part not in (rows, (1,) * len(rows)) or col_part not in (cols, (1,) * len(cols)):
+            return None
+        return row_part, col_part
+
+    scalar = set(by_output)            # per-row values: reduction results and per-row ops
+    computed = {op.output for op in ir.ops}
+    full_ops, row_ops, taken = [], [], set()
+    for op in ir.ops:
+        if op.reduction and op.output not in by_output:
+            continue
+        if any(t in computed and t not in taken for t in op.inputs):
+            continue
+        operands = [parts(t, read=True) for t in op.inputs] + [parts(op.output)]
+        if any(p is None for p in operands):
+            continue
+        if any(t in scalar and p[1] != (1,) * len(cols) for t, p in zip(op.inputs, operands)):
+            continue                   # a row's value broadcast along the cols: [N] over [N, N]
+        taken.add(op.output)
+        if op.reduction or operands[-1][1] == cols and math.prod(cols) > 1:
+            full_ops.append(op)
+        else:
+            scalar.add(op.output)
+            row_ops.append(op)
+    if not any(op.reduction for op in full_ops):
+        return None
+    stages = max(phases[t] for t in taken) + 1
+    # An elementwise op runs in the pass of its first reader, not before: x - mean then costs
+    # no row buffer between passes.
+    stage_of = {}
+    for op in reversed(full_ops):
+        readers = [stage_of[r.output] for r in full_ops if op.output in r.inputs]
+        stage_of[op.output] = min(readers) if readers and not op.reduction \
+            else phases[op.output]
+    stage_ops = tuple(tuple(op for op in full_ops if stage_of[op.output] == k)
+                      for k in range(stages))
+    per_row = tuple(tuple(op for op in row_ops if phases[op.output] == k)
+                    for k in range(stages + 1))
+    ops = tuple(op for op in ir.ops if op.output in taken)
+    reads = _unique(t for op in ops for t in op.inputs
+                    if t not in computed and ir.value(t).literal is None)
+    later = {t for op in ir.ops if op.output not in taken for t in op.inputs}
+    writes = tuple(op.output for op in ops if op.output in ir.outputs or op.output in later)
+    sizes = (math.prod(rows), math.prod(cols))
+    broadcast = {}
+    for t in (*reads, *taken):
+        row_part, col_part = parts(t)
+        broadcast[t] = (math.prod(row_part) == 1, math.prod(col_part) == 1)
+    return Nest(rows + cols, ops, LoopNest(sizes, broadcast), reads, writes, tile=sizes[1],
+                stages=stage_ops, kind="rows", per_row=per_row)
 
 
 def _squeeze(shape: tuple[int, ...]) -> tuple[int, ...]:
@@ -162,15 +295,20 @@ def _unique(items) -> tuple[int, ...]:
 
 def _loops(ir: KernelIR, domain: tuple[int, ...], ops: tuple[Op, ...], reads: tuple[int, ...],
            writes: tuple[int, ...]) -> Nest:
-    loops = collapse(domain, {t: _squeeze(ir.value(t).shape) for t in (*reads, *writes)})
+    reductions = {op.output: op for op in ops if op.reduction}
+    loops = collapse(domain, {t: _squeeze(ir.value(t).shape) for t in reads}
+                     | {t: _in_domain(ir, t, reductions) for t in writes})
     periodic: tuple[tuple[int, int], ...] = ()
     tile = 0
+    if any(op.reduction for op in ops):
+        return Nest(domain, ops, loops, reads, writes, stages=(ops,))
     if _row_tileable(loops):
         rows, period = loops.sizes
         periodic = tuple((t, period) for t, mask in loops.broadcast.items()
                          if mask == (True, False))
         unit = math.lcm(period, VECTOR_BLOCK)
-        tile = min(rows * period, unit * -(-ROW_TILE // unit))
+        target = min(ROW_TILE, ROW_COPIES_BYTES // (4 * len(periodic)))
+        tile = min(rows * period, unit * max(1, -(-target // unit)))
         loops = LoopNest((rows * period,), {t: (mask == (True, True),)
                                             for t, mask in loops.broadcast.items()})
     if _byte_table(ir, ops, loops):

@@ -193,6 +193,19 @@ class TfLiteGeluParams(Structure):
     _fields_ = [("approximate", c_bool)]
 
 
+class TfLiteReducerParams(Structure):
+    """MEAN, SUM, REDUCE_MAX, REDUCE_MIN."""
+    _fields_ = [("keep_dims", c_bool)]
+
+
+class TfLiteSoftmaxParams(Structure):
+    _fields_ = [("beta", c_float)]
+
+
+class TfLiteL2NormParams(Structure):
+    _fields_ = [("activation", c_int)]
+
+
 # Expected sizes and the offsets we rely on, x86-64 / aarch64 LP64 (numba kernels read
 # TENSOR_DATA_OFFSET etc. directly, so these are also codegen inputs).
 EXPECTED_LAYOUT: dict[str, tuple[int, dict[str, int]]] = {

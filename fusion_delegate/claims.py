@@ -12,8 +12,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from codegen import quant
-from codegen.ir import DTYPES, MAX_RANK, IRError, broadcast_shapes
-from codegen.ops import ACTIVATIONS, OPS_BY_CODE
+from codegen.ir import DTYPES, MAX_RANK, IRError, broadcast_shapes, reduced_shape
+from codegen.ops import ACTIVATIONS, OPS_BY_CODE, REDUCTIONS
+from codegen.reduce import COMPOSITES
 
 from . import abi
 from .context import Context, NodeInfo, TensorInfo
@@ -23,6 +24,11 @@ from .model import OP_NAMES
 QUANTIZED_ONLY = ("QUANTIZE", "DEQUANTIZE")
 #: Ops whose params live in a TfLite*Params struct at node->builtin_data (besides activations).
 PARAMS_STRUCTS = {"LEAKY_RELU": abi.TfLiteLeakyReluParams, "GELU": abi.TfLiteGeluParams}
+#: Reductions (codegen.ops.REDUCTIONS) and the composite row ops (codegen.reduce), by code.
+REDUCTION_CODES = {spec.code: name for name, spec in REDUCTIONS.items() if spec.code >= 0}
+COMPOSITE_CODES = {code: name for name, code in COMPOSITES.items()}
+REDUCTION_PARAMS = {"SOFTMAX": abi.TfLiteSoftmaxParams, "L2_NORMALIZATION": abi.TfLiteL2NormParams,
+                    **{name: abi.TfLiteReducerParams for name in REDUCTION_CODES.values()}}
 
 
 @dataclass(frozen=True)
@@ -44,6 +50,8 @@ def op_name(node: NodeInfo) -> str:
 def unsupported_reason(context: Context, node: NodeInfo) -> str | None:
     """None if the node can be fused, otherwise why it cannot."""
     tensors = [context.tensor(t) for t in node.inputs + node.outputs if t >= 0]
+    if node.builtin_code in REDUCTION_CODES or node.builtin_code in COMPOSITE_CODES:
+        return reduction_reason(context, node, tensors)
     if op_name(node) in QUANTIZED_ONLY or any(t.type_name.lower() in quant.DTYPE_RANGES
                                               for t in tensors):
         return quantized_reason(node, tensors)
@@ -67,6 +75,53 @@ def unsupported_reason(context: Context, node: NodeInfo) -> str | None:
     if activation not in ACTIVATIONS:
         return f"fused activation {activation} not supported"
     return None
+
+
+def reduction_reason(context: Context, node: NodeInfo,
+                     tensors: list[TensorInfo]) -> str | None:
+    """None if the float32 reduction or row op is reproduced: a constant axis tensor (MEAN, SUM,
+    REDUCE_MAX, REDUCE_MIN), an output of the shape it implies, no fused activation."""
+    name = op_name(node)
+    arity = 2 if node.builtin_code in REDUCTION_CODES else 1
+    if len(node.inputs) != arity or len(node.outputs) != 1 or any(t < 0 for t in node.inputs):
+        return f"{len(node.inputs)} inputs / {len(node.outputs)} outputs, expected {arity} / 1"
+    x, out = tensors[0], tensors[-1]
+    reason = operands_reason(name, [x, out], ("float32",))
+    if reason:
+        return reason
+    if name in REDUCTION_PARAMS and not node.builtin_data:
+        return "builtin params missing"
+    if arity == 2:
+        axis = tensors[1]
+        if not axis.is_constant or axis.type_name.lower() != "int32":
+            return "axis tensor not a constant int32 tensor"
+        axes = reduction_axes(context.view(axis.index), len(x.shape))
+        if axes is None:
+            return f"axes {context.view(axis.index).tolist()} out of range for rank {len(x.shape)}"
+        if not axes:
+            return "no axes to reduce"
+        keep_dims = abi.TfLiteReducerParams.from_address(node.builtin_data).keep_dims
+        expected = reduced_shape(x.shape, axes, bool(keep_dims))
+    else:
+        if not x.shape:
+            return "rank 0 input"
+        if name == "L2_NORMALIZATION" and \
+                abi.TfLiteL2NormParams.from_address(node.builtin_data).activation != 0:
+            return "fused activation not supported"
+        expected = x.shape
+    if tuple(out.shape) != expected or 0 in x.shape:
+        return (f"output shape {list(out.shape)} for input {list(x.shape)}, "
+                f"expected {list(expected)}")
+    return None
+
+
+def reduction_axes(axis: np.ndarray, rank: int) -> tuple[int, ...] | None:
+    """The axis tensor as LiteRT resolves it (reduce_utils ResolveAxis): negatives from the
+    end, duplicates once, sorted; None if one is out of range."""
+    axes = [int(a) for a in np.asarray(axis).reshape(-1)]
+    if any(not -rank <= a < rank for a in axes):
+        return None
+    return tuple(sorted({a % rank for a in axes}))
 
 
 def operands_reason(op: str, tensors: list[TensorInfo], dtypes: tuple[str, ...]) -> str | None:
@@ -122,8 +177,16 @@ def qparams(tensor: TensorInfo) -> quant.QParams | None:
 def fused_node(node: NodeInfo) -> FusedNode:
     """The node's op and params, read from its builtin data once (in kernel init)."""
     spec = OPS_BY_CODE.get(node.builtin_code)
+    name = op_name(node)
+    if name in REDUCTION_PARAMS and node.builtin_data:
+        struct = REDUCTION_PARAMS[name].from_address(node.builtin_data)
+        params = {key: getattr(struct, key) for key, _ in struct._fields_}
+        if name in REDUCTIONS:                # resolved at the current shapes: fusion._params
+            params["axis_tensor"] = node.inputs[1]
+        return FusedNode(node.index, name, node.inputs[:1], node.outputs[0],
+                         tuple(sorted(params.items())))
     if spec is None:                          # QUANTIZE, DEQUANTIZE: no params
-        return FusedNode(node.index, op_name(node), node.inputs, node.outputs[0], ())
+        return FusedNode(node.index, name, node.inputs, node.outputs[0], ())
     params: dict[str, object] = {}
     if spec.fused_activation and node.builtin_data:
         params["activation"] = abi.TfLiteArithParams.from_address(node.builtin_data).activation

@@ -1,7 +1,7 @@
 """The bundled demo models, made by the project's own writer.
 
 - A float32 transformer-style block in the shapes TFLite converters emit: LayerNorm written as
-  MEAN / SQUARED_DIFFERENCE / RSQRT / MUL / ADD (the MEANs stay on LiteRT, the tail fuses), an
+  MEAN / SQUARED_DIFFERENCE / RSQRT / MUL / ADD (one kernel, the MEANs included), an
   MLP whose GELU is written as MUL / ADD / TANH, and a swish (x * logistic(x)) gate.
 - A full-integer int8 MobileNetV3-style block: depthwise convolution, HARD_SWISH, residual
   ADD. XNNPACK does not take int8 HARD_SWISH, so LiteRT runs it on its slow builtin kernel;

@@ -9,19 +9,20 @@ kernel's native entry point, called by the runtime without Python.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from codegen.chains import approximate_chains
 from codegen.compile import DEFAULT_DIR, CompileError, Kernel, KernelCache, max_parallel_threads
-from codegen.ir import IRError, KernelIR, Op, Value, broadcast_shapes
+from codegen.ir import IRError, KernelIR, Op, Value, broadcast_shapes, reduced_shape
 from codegen.lower import lower
-from codegen.ops import OPS
+from codegen.ops import OPS, REDUCTIONS
+from codegen.reduce import COMPOSITES, expand
 from codegen.render import TensorTableLayout, render_kernel
 from codegen.schedule import plan
 
 from . import abi
 from .claims import (FusedNode, fused_node, integer_exponent, op_name, qparams,
-                     unsupported_reason)
+                     reduction_axes, unsupported_reason)
 from .context import Context, NodeInfo, Partition
 from .errors import KernelBuildError, KernelCompileError
 from .options import FusionOptions
@@ -159,17 +160,23 @@ def cost_keys(ir: KernelIR) -> list[tuple[str, int]]:
     """(cost model key, output elements) of each node the partition replaces: the op, for a
     quantized one `OP/int8` (its costs are measured apart: LiteRT often runs it on the
     builtin kernels, and a chain of them is one table lookup fused), and for one precision="fast"
-    approximates `OP/fast` (same LiteRT cost, cheaper fused)."""
-    keys = []
+    approximates `OP/fast` (same LiteRT cost, cheaper fused). A reduction or a composite row op
+    (SOFTMAX, lowered to several ops: counted once) by its input's elements."""
+    keys, seen = [], set()
     for op in ir.ops:
         values = [ir.value(t) for t in (*op.inputs, op.output)]
         quantized = [v.dtype for v in values if v.quantized]
         for name in op.source_ops:
+            if (op.node, name) in seen:
+                continue
+            seen.add((op.node, name))
+            elements = math.prod(values[0 if name in REDUCTIONS or name in COMPOSITES
+                                        else -1].shape)
             if quantized:
                 name = f"{name}/{quantized[0]}"
-            elif ir.precision == "fast" and OPS[name].approximated:
+            elif ir.precision == "fast" and name in OPS and OPS[name].approximated:
                 name = f"{name}/fast"
-            keys.append((name, math.prod(values[-1].shape)))
+            keys.append((name, elements))
     return keys
 
 
@@ -178,14 +185,20 @@ def partition_ir(context: Context, nodes: list[FusedNode], partition: Partition,
     """The partition's IR at the context's current shapes, its quantized ops lowered and, under
     precision="fast", its APPROX_CHAINS made one op each: what its kernel computes. (`nodes`
     are read once, before kernel prepare, where the runtime forbids reading nodes.)"""
+    used = {t for node in nodes for t in node.inputs}   # not a reduction's axis tensor
     literals = {}
     for t in partition.inputs:
         info = context.tensor(t)
-        if info.is_constant and math.prod(info.shape) == 1:
+        if t in used and info.is_constant and math.prod(info.shape) == 1:
             literals[t] = context.view(t).reshape(-1)[0].item()
-    shapes = {t: context.tensor(t).shape for t in partition.inputs}
-    for node in nodes:
-        shapes[node.output] = broadcast_shapes(*(shapes[t] for t in node.inputs))
+    shapes = {t: context.tensor(t).shape for t in partition.inputs if t in used}
+    nodes = list(nodes)
+    for position, node in enumerate(nodes):
+        node = nodes[position] = _reduction(context, node, shapes)
+        params = dict(node.params)
+        shapes[node.output] = (reduced_shape(shapes[node.inputs[0]], params["axes"],
+                                             params["keep_dims"]) if node.op in REDUCTIONS
+                               else broadcast_shapes(*(shapes[t] for t in node.inputs)))
     infos = {t: context.tensor(t) for t in shapes}
     ir = KernelIR(
         partition=number,
@@ -194,12 +207,21 @@ def partition_ir(context: Context, nodes: list[FusedNode], partition: Partition,
                      for t in sorted(shapes)),
         ops=tuple(Op(n.index, n.op, n.inputs, n.output, _params(n, shapes, literals))
                   for n in nodes),
-        inputs=tuple(t for t in partition.inputs if t not in literals),
+        inputs=tuple(t for t in partition.inputs if t in used and t not in literals),
         outputs=partition.outputs,
         threads=threads,
         precision=precision)
-    ir = lower(ir)
+    ir = lower(expand(ir))
     return approximate_chains(ir) if precision == "fast" else ir
+
+
+def _reduction(context: Context, node: FusedNode, shapes: dict) -> FusedNode:
+    """A reduction with its axes resolved from its constant axis tensor (claims checked it)."""
+    params = dict(node.params)
+    if node.op not in REDUCTIONS:
+        return node
+    axes = reduction_axes(context.view(params.pop("axis_tensor")), len(shapes[node.inputs[0]]))
+    return replace(node, params=(("axes", axes), ("keep_dims", bool(params["keep_dims"]))))
 
 
 def _params(node: FusedNode, shapes: dict, literals: dict) -> tuple:

@@ -53,6 +53,12 @@ QUANTIZED_OPS = tuple(f"{name}/int8" for name, dtypes in quant.SUPPORTED_DTYPES.
 #: precision="fast" ops have costs of their own, `OP/fast`: LiteRT's are the same, ours lower.
 APPROXIMATED_OPS = tuple(f"{name}/fast" for name, spec in OPS.items() if spec.approximated)
 FORMAT = 3
+#: Reductions and row ops not measured on their own (perf/calibrate.py times elementwise
+#: chains): each costs, on both sides, the elementwise ops it amounts to per input element.
+PROXIES = {"MEAN": ("ADD",), "SUM": ("ADD",), "REDUCE_MAX": ("MAXIMUM",),
+           "REDUCE_MIN": ("MINIMUM",), "SOFTMAX": ("MAXIMUM", "SUB", "EXP", "ADD", "MUL"),
+           "LOG_SOFTMAX": ("MAXIMUM", "SUB", "EXP", "ADD", "SUB"),
+           "L2_NORMALIZATION": ("SQUARE", "ADD", "DIV")}
 
 
 class CostModelError(FusionDelegateError, ValueError):
@@ -132,7 +138,8 @@ class CostModel:
     def predict(self, ops: list[tuple[str, int]], nests: Sequence[int],
                 threads: int = 1) -> Prediction:
         costs = self.costs(threads)
-        per_op = [(self.op_cost(costs, name), n) for name, n in ops]
+        per_op = [(self.op_cost(costs, proxy), n) for name, n in ops
+                  for proxy in ((name,) if name in costs.ops else PROXIES.get(name, (name,)))]
         litert = costs.litert_first.us(max(nests, default=0), self.breaks) + sum(
             cost.litert.us(elements, self.breaks) for cost, elements in per_op)
         c0 = costs.fused.c0_us

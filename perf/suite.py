@@ -31,17 +31,20 @@ from llvmlite import binding  # noqa: E402
 
 import fusion_delegate  # noqa: E402
 from fusion_delegate import FusionDelegate  # noqa: E402
+from perf import peers  # noqa: E402
 from perf.timing import (MIN_ROUNDS, Samples, copy_bandwidth, interleaved,  # noqa: E402
                          last_level_cache_bytes)
-from perf.workloads import (CHANNEL_COUNTS, CHANNEL_WORKLOADS, TINY, WORKLOADS, Case,  # noqa: E402
-                            Workload)
+from perf.workloads import (CHANNEL_COUNTS, CHANNEL_WORKLOADS, NORM_WORKLOADS, TINY,  # noqa: E402
+                            WORKLOADS, Case, Workload)
 
 DEFAULT, BUILTIN, DELEGATE, BOUND = "litert_default", "litert_builtin", "delegate", "bound"
 # The delegate as a user gets it: its cost model leaves partitions it predicts to lose to LiteRT.
 DELEGATE_DEFAULTS = "delegate_defaults"
 METHODS = (DEFAULT, BUILTIN, DELEGATE, DELEGATE_DEFAULTS)
+# The peer: the same model as one jax.jit function (perf/peers.py), when jax is installed.
+JAX = peers.JAX
 TINY_ELEMENTS = 32
-ALL_WORKLOADS = {**WORKLOADS, **CHANNEL_WORKLOADS}
+ALL_WORKLOADS = {**WORKLOADS, **CHANNEL_WORKLOADS, **NORM_WORKLOADS}
 
 
 @dataclass(frozen=True)
@@ -55,6 +58,8 @@ class Config:
     tiny_batch_seconds: float
     copy_repeats: int
     threads: int
+    jax: bool = False               # time jax.jit beside LiteRT (perf/peers.py)
+    pinned_core: int | None = None  # the process runs on this core only (peers.configure)
 
 
 FULL = dict(sizes=(16 << 10, 256 << 10, 4 << 20), rounds=301, batch_seconds=0.002,
@@ -148,6 +153,7 @@ class CaseResult:
     claimed_by_default: str             # the same with default options
     bytes_moved: int                    # from the partitions' IR
     max_rel_error: dict[str, float]     # vs litert_builtin, over max |builtin|
+    jax_skipped: str                    # why jax was not timed ("" when it was, or is absent)
     times: dict[str, Samples]           # seconds per invoke, one sample per round
     init: dict[str, Init]               # litert_default, cold, memory, disk
 
@@ -176,13 +182,22 @@ def run_case(case: Case, config: Config, cache_root: str) -> CaseResult:
         it.invoke()
     reference = output(its[BUILTIN]).astype(np.float64)
     errors = {m: relative_error(output(its[m]), reference) for m in METHODS if m != BUILTIN}
-    times = interleaved({m: its[m].invoke for m in METHODS}, config.rounds, config.batch_seconds,
-                        config.case_seconds)
+    methods = {m: its[m].invoke for m in METHODS}
+    jax_skipped = ""
+    if config.jax:
+        try:
+            peer = peers.jax_peer(case.model, case.inputs)
+        except peers.Unsupported as reason:
+            jax_skipped = str(reason)
+        else:
+            errors[JAX] = relative_error(peer.output(), reference)
+            methods[JAX] = peer
+    times = interleaved(methods, config.rounds, config.batch_seconds, config.case_seconds)
     return CaseResult(
         workload=case.workload, elements=case.elements, ops=case.ops, claimed=delegate.summary(),
         claimed_by_default=chooser.summary(),
         bytes_moved=sum(k.ir.bytes_moved() for k in delegate.kernels.values()),
-        max_rel_error=errors, times=times,
+        max_rel_error=errors, jax_skipped=jax_skipped, times=times,
         init={DEFAULT: default_init, "cold": cold, "memory": memory, "disk": disk})
 
 
@@ -220,24 +235,35 @@ def versions() -> dict[str, str]:
     return {"python": platform.python_version(), "numpy": np.__version__,
             "numba": version("numba"), "llvmlite": version("llvmlite"),
             "ai-edge-litert": version("ai-edge-litert"),
-            "fusion_delegate": f"{fusion_delegate.__version__} ({commit or 'no git'})"}
+            "fusion_delegate": f"{fusion_delegate.__version__} ({commit or 'no git'})",
+            **({"jax": peers.jax_version()} if peers.jax_version() else {})}
 
 
 # ----------------------------------------------------------------------------------- report
 
 COLUMNS = ("case", "elems", "method", "us", "speedup", "GB/s", "%copy_bw", "iqr%")
+JAX_COLUMNS = COLUMNS + ("vs_jax",)
 
 
-def rows(result: CaseResult, bandwidth: float) -> list[tuple]:
-    """One row per method plus the bandwidth bound, ratios against LiteRT default."""
+def columns(results: list[CaseResult]) -> tuple[str, ...]:
+    """The main table's columns: `vs_jax` when jax was timed in any case."""
+    return JAX_COLUMNS if any(JAX in r.times for r in results) else COLUMNS
+
+
+def rows(result: CaseResult, bandwidth: float, jax_column: bool = False) -> list[tuple]:
+    """One row per method plus the bandwidth bound, ratios against LiteRT default (and, with
+    `jax_column`, jax.jit's time / this method's: above 1x is faster than XLA)."""
     bound = result.bytes_moved / bandwidth
     seconds = {**{m: s.median for m, s in result.times.items()}, BOUND: bound}
     out = []
     for method, s in seconds.items():
         spread = f"{100 * result.times[method].spread:.0f}" if method in result.times else ""
-        out.append((result.workload, size_name(result.elements), method, f"{s * 1e6:.1f}",
-                    f"{seconds[DEFAULT] / s:.2f}x", f"{result.bytes_moved / s / 1e9:.1f}",
-                    f"{100 * bound / s:.0f}", spread))
+        row = (result.workload, size_name(result.elements), method, f"{s * 1e6:.1f}",
+               f"{seconds[DEFAULT] / s:.2f}x", f"{result.bytes_moved / s / 1e9:.1f}",
+               f"{100 * bound / s:.0f}", spread)
+        if jax_column:
+            row += (f"{seconds[JAX] / s:.2f}x" if JAX in seconds else "",)
+        out.append(row)
     return out
 
 
@@ -310,7 +336,9 @@ def header(meta: dict) -> list[str]:
         f"- date: {meta['date']}",
         f"- CPU: {c['cpu']} (family/model {c['family/model']}, LLVM {c['llvm_cpu']}); "
         f"avx2 {c['avx2']}, avx512f {c['avx512f']}; {c['cores']} cores; "
-        f"threads used: {r['threads']}",
+        f"threads used: {r['threads']}"
+        + (f", process pinned to core {r['pinned_core']} (for XLA: perf/peers.py)"
+           if r.get("pinned_core") is not None else ""),
         "- versions: " + ", ".join(f"{k} {val}" for k, val in v.items()),
         f"- repetitions: interleaved rounds of ~{r['batch_seconds'] * 1e3:g} ms batches per "
         f"method, {MIN_ROUNDS} to {r['rounds']} rounds per case (~{r['case_seconds']:g} s "
@@ -335,21 +363,35 @@ the memory-bandwidth lower bound (bytes / copy bandwidth). `delegate` claims eve
 default options, whose cost model leaves to LiteRT the partitions it predicts to be slower.
 `max_rel_err` is max |method - builtin| / max |builtin|."""
 
+JAX_LEGEND = """\
+`jax` is the same model as one `jax.jit` function (perf/peers.py derives it from the model's
+ops; constants closed over, inputs on the device, `block_until_ready()` per call), timed in
+the same rounds; with 1 thread XLA runs with `XLA_FLAGS={flags}`
+and synchronous dispatch, and the process is pinned to one core (header), as XLA's own pool
+would otherwise use the other. `vs_jax`: jax's time / this method's time (above 1x is faster
+than XLA).""".format(
+    flags=peers.ONE_THREAD_FLAGS)
+
 
 def write_report(path: Path, meta: dict, results: list[CaseResult], bandwidth: float,
                  tiny: dict[str, Samples]) -> None:
-    table = [row for r in results for row in rows(r, bandwidth)]
+    main_columns = columns(results)
+    with_jax = main_columns == JAX_COLUMNS
+    table = [row for r in results for row in rows(r, bandwidth, with_jax)]
     checks = [(r.workload, size_name(r.elements), r.ops, r.claimed, r.claimed_by_default,
                r.bytes_moved, len(r.times[DELEGATE].values),
                f"{r.max_rel_error[DEFAULT]:.1e}", f"{r.max_rel_error[DELEGATE]:.1e}")
+              + ((f"{r.max_rel_error[JAX]:.1e}" if JAX in r.max_rel_error
+                  else f"not timed: {r.jax_skipped}",) if with_jax else ())
               for r in results]
     text = "\n\n".join([
         "# fusion-delegate performance results", "\n".join(header(meta)),
-        "## Elementwise workloads", markdown(COLUMNS, table), LEGEND,
+        "## Elementwise workloads", markdown(main_columns, table),
+        LEGEND + ("\n\n" + JAX_LEGEND if with_jax else ""),
         "## What was run",
         markdown(("case", "elems", "ops", "delegate claimed", "delegate_defaults claimed",
-                  "bytes_moved", "rounds",
-                  "max_rel_err default", "max_rel_err delegate"), checks),
+                  "bytes_moved", "rounds", "max_rel_err default", "max_rel_err delegate")
+                 + (("max_rel_err jax",) if with_jax else ()), checks),
         "\n".join(f"- `{w.name}`: {w.description}" for w in WORKLOADS.values()),
         "- `*_cN`: `bias_relu6_scale` and `se_gate` (x * LOGISTIC(s), s one value per channel) "
         f"with N channels, N in {', '.join(map(str, CHANNEL_COUNTS))}",
@@ -376,6 +418,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--workloads", nargs="+", choices=sorted(ALL_WORKLOADS),
                         help="default: all, the short-channel ones included")
     parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--no-jax", action="store_true",
+                        help="leave out the jax.jit peer even when jax is installed")
     parser.add_argument("--out", type=Path, default=ROOT / "perf" / "RESULTS.md")
     parser.add_argument("--json", type=Path, help="default: results.json beside --out")
     parser.add_argument("--probe-init", nargs=2, metavar=("MODEL", "CACHE_DIR"),
@@ -425,7 +469,9 @@ def metadata(config: Config, workloads: list[Workload], run: Run) -> dict:
 
 def print_tables(meta: dict, run: Run) -> None:
     print("\n".join(header(meta)))
-    print(fixed_width(COLUMNS, [row for r in run.results for row in rows(r, run.bandwidth.median)]))
+    main_columns = columns(run.results)
+    print(fixed_width(main_columns, [row for r in run.results for row in rows(
+        r, run.bandwidth.median, main_columns == JAX_COLUMNS)]))
     print(f"\ninvoke overhead, {TINY_ELEMENTS} elements:")
     print(fixed_width(TINY_COLUMNS, tiny_rows(run.tiny)))
     print("\ninit per partition:")
@@ -438,8 +484,10 @@ def main(argv: list[str] | None = None) -> None:
         probe_init(*args.probe_init, args.threads)
         return
     preset = QUICK if args.quick else FULL
+    jax = not args.no_jax and peers.jax_version() is not None
+    pinned = peers.configure(args.threads) if jax else None   # before jax is imported
     config = Config(**{**preset, "sizes": tuple(args.sizes or preset["sizes"])},
-                    threads=args.threads)
+                    threads=args.threads, jax=jax, pinned_core=pinned)
     workloads = [ALL_WORKLOADS[name] for name in (args.workloads or ALL_WORKLOADS)]
     run = measure(config, workloads)
     meta = metadata(config, workloads, run)

@@ -73,6 +73,16 @@ class Graph:
         return self.builder.op(op, list(inputs), options, name=f"{op.lower()}_{self.ops}",
                                quantization=quantization)
 
+    def reduce(self, op: str, x: int, axis: int) -> int:
+        """MEAN, SUM, ... of a [rows, channels] tensor over the last axis, keep_dims."""
+        self.ops += 1
+        return self.builder.op(op, [x, axis], {"keep_dims": True}, name=f"{op.lower()}_{self.ops}",
+                               shape=(self.rows, 1))
+
+    def softmax(self, x: int, beta: float = 1.0) -> int:
+        self.ops += 1
+        return self.builder.op("SOFTMAX", [x], {"beta": beta}, name=f"softmax_{self.ops}")
+
     def case(self, output: int, elements: int) -> Case:
         self.builder.output(output)
         return Case(self.name, elements, self.builder.to_bytes(), self.inputs, self.ops)
@@ -126,6 +136,27 @@ def layernorm_tail(g: Graph) -> int:
     inv_std = g.op("RSQRT", g.op("ADD", var, g.scalar(1e-5)))
     normed = g.op("MUL", g.op("SUB", x, mean), inv_std)
     return g.op("ADD", g.op("MUL", normed, g.per_channel(0.5, 1.5)), g.per_channel(-0.5, 0.5))
+
+
+def layernorm(g: Graph) -> int:
+    """LayerNorm over the channels as the TF converter emits it: MEAN, SQUARED_DIFFERENCE,
+    MEAN, ADD eps, RSQRT, then gamma folded into the scale and the mean into the shift
+    (x * s + (beta - mean * s)); MEAN with keep_dims over the last axis."""
+    x = g.normal_input("x", 2.0)
+    axis = g.builder.const("axis", np.array([-1], np.int32))
+    mean = g.reduce("MEAN", x, axis)
+    var = g.reduce("MEAN", g.op("SQUARED_DIFFERENCE", x, mean), axis)
+    inv_std = g.op("RSQRT", g.op("ADD", var, g.scalar(1e-6)))
+    scale = g.op("MUL", inv_std, g.per_channel(0.5, 1.5))
+    shift = g.op("SUB", g.per_channel(-0.5, 0.5), g.op("MUL", mean, scale))
+    return g.op("ADD", g.op("MUL", x, scale), shift)
+
+
+def softmax(g: Graph) -> int:
+    """Attention probabilities: SOFTMAX (beta 1) over rows of the channel count after the
+    scale MUL by 1/sqrt(64)."""
+    x = g.normal_input("x", 4.0)
+    return g.softmax(g.op("MUL", x, g.scalar(0.125)))
 
 
 def se_gate(g: Graph) -> int:
@@ -204,8 +235,16 @@ WORKLOADS: dict[str, Workload] = {w.name: w for w in (
 #: Per-channel math with short channel dims, as in mobile CNNs: the schedule's row tiles.
 CHANNEL_COUNTS = (8, 16, 24, 32, 64, 96)
 CHANNEL_WORKLOADS: dict[str, Workload] = {w.name: w for w in (
-    Workload(f"{body.__name__}_c{c}", body, c)
-    for body in (bias_relu6_scale, se_gate) for c in CHANNEL_COUNTS)}
+    *(Workload(f"{body.__name__}_c{c}", body, c)
+      for body in (bias_relu6_scale, se_gate) for c in CHANNEL_COUNTS),
+    *(Workload(f"chain16_c{c}", chain16, c) for c in (16, 64)))}
+
+#: Normalizations at the sizes of ViT-S/16 ([197, 192] tokens), BERT-tiny ([128, 128]) and a
+#: ConvNeXt stage ([3136, 96] pixels); softmax over attention rows of 197 and 128 (sizes:
+#: rows * channels, e.g. 197 * 192 = 37824, `suite.py --sizes 37824`).
+NORM_WORKLOADS: dict[str, Workload] = {w.name: w for w in (
+    *(Workload(f"layernorm_c{c}", layernorm, c) for c in (192, 128, 96)),
+    *(Workload(f"softmax_c{c}", softmax, c) for c in (197, 128)))}
 
 #: The invoke-overhead workload, run on a tiny tensor; not part of the size sweep.
 TINY = Workload("add_mul", add_mul)

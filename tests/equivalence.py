@@ -170,12 +170,20 @@ def ulp32(x: np.ndarray) -> np.ndarray:
 
 
 def error_bounds(graph: Graph, values: dict[int, np.ndarray], precision: str = "exact",
-                 chains: dict[int, Tolerance] | None = None) -> dict[int, np.ndarray]:
+                 chains: dict[int, Tolerance] | None = None,
+                 reductions=None) -> dict[int, np.ndarray]:
     """Absolute error bound per element of every op output, propagated to first order, with
     each op's budget under `precision`; `chains`: the tolerance of each output a fused chain
-    (codegen.chains) computes, which holds where the propagated bound is smaller."""
+    (codegen.chains) computes, which holds where the propagated bound is smaller;
+    `reductions(name, x, x_bound, y, params)`: the bound of an op not in OPS (a reduction or
+    row op: tests/test_reductions.py)."""
     bounds: dict[int, np.ndarray] = {}
     for name, inputs, out, params in graph.ops:
+        if name not in OPS:
+            x = values[inputs[0]]
+            bounds[out] = reductions(name, x, bounds.get(inputs[0], np.zeros(x.shape)),
+                                     values[out], params)
+            continue
         spec = OPS[name]
         if name == "POW":
             base, exponent = (values[t] for t in inputs)
@@ -193,7 +201,16 @@ def error_bounds(graph: Graph, values: dict[int, np.ndarray], precision: str = "
                                   params)
                     deviation = np.fmax(deviation, np.abs(moved - center))
                 deviation = np.where(np.isnan(deviation), np.inf, deviation)
+                if name in ("SIN", "COS"):
+                    # Not monotonic: the ends of [x - e, x + e] can miss its extremes (an
+                    # exp's few ulps at 1e23 are many periods). |sin'| <= 1 bounds it instead.
+                    deviation = np.fmax(deviation, np.minimum(errs[0], 2.0))
                 deviation += ulp32(y)  # the op's own rounding of a moved result
+                if name == "SQUARED_DIFFERENCE":
+                    # LiteRT rounds a - b to float32 before squaring: a moved input can move
+                    # that rounding by one ulp of the difference.
+                    d = np.abs(args[0] - args[1])
+                    deviation += 2 * d * ulp32(d) + ulp32(d) ** 2
             tolerance = spec.tolerance_for(params, precision)
             bounds[out] = deviation + tolerance.ulp * ulp32(y) + tolerance.abs
             chain = (chains or {}).get(out)

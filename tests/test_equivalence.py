@@ -51,7 +51,7 @@ def compare(graph, interpreter, delegate, inputs, precision="exact"):
         bad = mismatches(got, values[t], bounds[t])
         if len(bad):
             at = tuple(bad[0])
-            inputs_at = [a[tuple(i for i, n in zip(at[-a.ndim:] if a.ndim else (), a.shape))]
+            inputs_at = [a[tuple(i if n > 1 else 0 for i, n in zip(at[-a.ndim:], a.shape))]
                          if a.ndim else a for a in inputs]
             raise AssertionError(
                 f"output {detail['name']} (t{t}): {len(bad)} mismatches, first at {at}: "

@@ -72,7 +72,7 @@ def test_demo_model_runs_fused_and_matches_litert(cache_dir, rng):
     model = build_demo_model(tokens=16, width=32)
     delegate = FusionDelegate(cache_dir=cache_dir, min_speedup=0.0)
     interpreter = builtin_interpreter(model, [delegate])
-    assert delegate.summary() == "21 of 25 nodes delegated in 4 partitions"
+    assert delegate.summary() == "23 of 25 nodes delegated in 3 partitions"   # MEANs too
     x = [rng.standard_normal((1, 16, 32)).astype(np.float32)]
     want = run(builtin_interpreter(model), x)[0]
     np.testing.assert_allclose(run(interpreter, x)[0], want, rtol=1e-5, atol=1e-6)

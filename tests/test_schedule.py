@@ -8,7 +8,7 @@ import pytest
 from conftest import builtin_interpreter, run, same_bits
 from codegen.ir import KernelIR, Op, Value
 from codegen.render import TensorTableLayout, render_kernel
-from codegen.schedule import ROW_TILE, VECTOR_BLOCK, plan
+from codegen.schedule import ROW_COPIES_BYTES, ROW_TILE, VECTOR_BLOCK, plan
 from fusion_delegate import FusionDelegate
 from fusion_delegate.model import ModelBuilder
 
@@ -70,6 +70,21 @@ def test_short_channel_dims_are_tiled_into_long_inner_loops(channels):
     unit = math.lcm(channels, VECTOR_BLOCK)     # whole rows, whole vector iterations
     assert nest.tile % unit == 0 and ROW_TILE <= nest.tile < ROW_TILE + unit
     assert nest.periodic == ((1, channels),)
+
+
+@pytest.mark.parametrize("channels", [16, 64])
+def test_the_row_copies_of_many_per_channel_constants_stay_within_half_of_l1(channels):
+    """16 per-channel constants (chain16): 1024-element copies would be 64 KiB."""
+    values = {0: (256, channels), **{1 + k: (channels,) for k in range(16)}}
+    ops, h = [], 0
+    for k in range(16):
+        values[17 + k] = (256, channels)
+        ops.append(("ADD" if k % 2 else "MUL", (h, 1 + k), 17 + k))
+        h = 17 + k
+    (nest,) = plan(ir_of(values, ops, inputs=tuple(range(17)), outputs=(h,))).nests
+    assert len(nest.periodic) == 16
+    assert 16 * 4 * nest.tile <= ROW_COPIES_BYTES
+    assert nest.tile % math.lcm(channels, VECTOR_BLOCK) == 0
 
 
 def test_long_rows_and_row_statistics_are_not_row_tiled():

@@ -1,0 +1,389 @@
+"""Reductions and the normalizations made of them: schedules, one kernel per LayerNorm, softmax
+and squeeze, and random reduction models against LiteRT's builtin kernels (the oracle).
+
+The tolerance of each reduction, checked by `reduction_bound` (its docstring is the statement):
+SUM, REDUCE_MAX and REDUCE_MIN accumulate in the builtin's order and are bit-exact; MEAN over
+a row adds in another order than Eigen's; SOFTMAX and LOG_SOFTMAX add exps of another exp.
+"""
+import math
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, Phase, given, settings
+from hypothesis import strategies as st
+
+from codegen.ir import KernelIR, Op, Value
+from codegen.ops import KERNEL_OPS, OPS
+from codegen.reduce import expand
+from codegen.render import TensorTableLayout, render_kernel
+from codegen.schedule import plan
+from conftest import builtin_interpreter, run, same_bits
+from equivalence import SPECIALS, Graph, error_bounds, mismatches, oracle_tensors, ulp32
+from fusion_delegate import FusionDelegate
+from fusion_delegate.model import ModelBuilder
+
+NONE = {"fused_activation_function": 0}
+LAYOUT = TensorTableLayout(context_tensors_offset=16, tensor_size=112, tensor_data_offset=8)
+U = 2.0 ** -24                         # float32 unit roundoff
+#: SCALED_EXP (exp_fast_f32) against Eigen's exp inside LiteRT's softmax, relative.
+EXP_RELATIVE = KERNEL_OPS["SCALED_EXP"].tolerance.ulp * 2.0 ** -23
+#: Gradual underflow: exps below the smallest normal may differ by this much.
+SUBNORMAL = 2.0 ** -126
+FLT_MAX = float(np.finfo(np.float32).max)
+
+
+@pytest.fixture(scope="module")
+def cache_dir(tmp_path_factory):
+    return str(tmp_path_factory.mktemp("kernels"))
+
+
+# ----------------------------------------------------------------------------------- schedules
+
+def ir_of(values, ops, inputs, outputs) -> KernelIR:
+    return expand(KernelIR(0, tuple(Value(t, f"t{t}", s) for t, s in sorted(values.items())),
+                           tuple(Op(n, op, ins, out, params)
+                                 for n, (op, ins, out, params) in enumerate(ops)), inputs,
+                           outputs))
+
+
+def row(axes=(1,)):
+    return (("axes", axes), ("keep_dims", True))
+
+
+ACT = (("activation", 0),)
+
+
+def layernorm_ir(n: int, c: int) -> KernelIR:
+    """MEAN, SQUARED_DIFFERENCE, MEAN, ADD eps, RSQRT, (x - mean) * inv * gamma + beta."""
+    return ir_of({0: (n, c), 1: (n, 1), 2: (n, c), 3: (n, 1), 4: (), 5: (n, 1), 6: (n, 1),
+                  7: (n, c), 8: (n, c), 9: (c,), 10: (n, c)},
+                 [("MEAN", (0,), 1, row()), ("SQUARED_DIFFERENCE", (0, 1), 2, ()),
+                  ("MEAN", (2,), 3, row()), ("ADD", (3, 4), 5, ACT), ("RSQRT", (5,), 6, ()),
+                  ("SUB", (0, 1), 7, ACT), ("MUL", (7, 6), 8, ACT), ("MUL", (8, 9), 10, ACT)],
+                 (0, 9), (10,))
+
+
+def test_layernorm_is_one_rows_nest_with_a_pass_per_phase():
+    ir = layernorm_ir(197, 192)
+    ir = KernelIR(0, tuple(Value(v.tensor, v.name, v.shape, 1e-6 if v.tensor == 4 else None)
+                           for v in ir.values), ir.ops, ir.inputs, ir.outputs)
+    (nest,) = plan(ir).nests
+    assert nest.kind == "rows" and nest.loops.sizes == (197, 192)
+    assert [[op.op for op in stage] for stage in nest.stages] == [
+        ["MEAN"], ["SQUARED_DIFFERENCE", "MEAN"], ["SUB", "MUL", "MUL"]]
+    assert [[op.op for op in ops] for ops in nest.per_row] == [[], [], ["ADD", "RSQRT"], []]
+    assert plan(ir).buffers == ()
+    source = render_kernel(ir, LAYOUT)
+    assert "for i0 in range(197):" in source and source.count("for i1 in range(row_length):") >= 3
+    assert "row_length = t0.shape[0] // 197" in source
+    assert "t1 = add_reassoc(t1, t0_t[i1])" in source and "t1 = t1 / np.float32(192)" in source
+    assert "t6 = rsqrt(t5)" in source          # per row, a register
+
+
+def test_softmax_lowers_to_row_max_exp_sum_and_one_multiply():
+    ir = ir_of({0: (6, 197), 1: (6, 197)}, [("SOFTMAX", (0,), 1, (("beta", 1.0),))], (0,), (1,))
+    assert [op.op for op in ir.ops] == ["ROW_MAX", "SCALED_EXP", "ROW_SUM", "RECIPROCAL",
+                                        "MUL_RAW"]
+    (nest,) = plan(ir).nests
+    assert nest.kind == "rows" and len(nest.stages) == 3
+    assert [[op.op for op in ops] for ops in nest.per_row][2] == ["RECIPROCAL"]
+
+
+def test_squeeze_over_h_w_accumulates_in_its_input_nest():
+    """MEAN over H, W of NHWC: a nest over the input accumulating per channel, on one thread."""
+    ir = ir_of({0: (1, 14, 14, 24), 1: (1, 14, 14, 24), 2: (1, 1, 1, 24)},
+               [("HARD_SWISH", (0,), 1, ()), ("MEAN", (1,), 2, row((1, 2)))], (0,), (1, 2))
+    (nest,) = plan(ir).nests
+    assert nest.kind == "elementwise" and nest.loops.sizes == (196, 24)
+    assert nest.loops.broadcast[2] == (True, False) and not nest.tile
+    source = render_kernel(KernelIR(0, ir.values, ir.ops, ir.inputs, ir.outputs, threads=2),
+                           LAYOUT)
+    assert "t2[i1] = t2[i1] + t1[i0 * 24 + i1]" in source and "prange" not in source
+
+
+def test_a_reduction_result_read_in_a_later_phase_of_another_domain():
+    """Column sums over [N, C] (axis 0: not rows), a [C] op on them, then [N, C] again: nests
+    by (domain, phase), smaller domains first within a phase, buffers between them."""
+    ir = ir_of({0: (5, 8), 1: (1, 8), 2: (1, 8), 3: (5, 8)},
+               [("SUM", (0,), 1, row((0,))), ("NEG", (1,), 2, ()), ("MUL", (0, 2), 3, ACT)],
+               (0,), (3,))
+    nests = plan(ir).nests
+    assert [(n.domain, [op.op for op in n.ops]) for n in nests] == [
+        ((5, 8), ["SUM"]), ((8,), ["NEG"]), ((5, 8), ["MUL"])]
+    assert dict(plan(ir).buffers) == {1: 8, 2: 8}
+
+
+def test_a_pool_after_a_layernorm_is_a_nest_after_its_rows_nest():
+    """ViT's last block: LayerNorm over channels, then MEAN over the tokens (axis 0): the rows
+    nest takes the LayerNorm and writes what the pool reads to a buffer."""
+    ir = ir_of({0: (64, 32), 1: (64, 1), 2: (64, 32), 3: (32,)},
+               [("MEAN", (0,), 1, row()), ("SUB", (0, 1), 2, ACT),
+                ("MEAN", (2,), 3, (("axes", (0,)), ("keep_dims", False)))], (0,), (3,))
+    rows, pool = plan(ir).nests
+    assert rows.kind == "rows" and [op.op for op in rows.ops] == ["MEAN", "SUB"]
+    assert rows.writes == (2,) and dict(plan(ir).buffers) == {2: 64 * 32}
+    assert pool.kind == "elementwise" and [op.op for op in pool.ops] == ["MEAN"]
+    source = render_kernel(ir, LAYOUT)
+    assert "t2_t[i1] = clamp_overflow(t0_t[i1] - t1)" in source
+    assert "t3[i1] = t3[i1] + t2[i0 * 32 + i1]" in source
+
+
+# ------------------------------------------------------------------ one kernel per normalization
+
+def converter_layernorm(shape: tuple[int, ...]) -> bytes:
+    """LayerNorm as the TF converter writes it (keras LayerNormalization, axis -1)."""
+    b = ModelBuilder()
+    x = b.input("x", shape)
+    axis = b.const("axis", np.array([-1], np.int32))
+    stats = tuple(shape[:-1]) + (1,)
+    mean = b.op("MEAN", [x, axis], {"keep_dims": True}, shape=stats, name="mean")
+    var = b.op("MEAN", [b.op("SQUARED_DIFFERENCE", [x, mean], name="sqd"), axis],
+               {"keep_dims": True}, shape=stats, name="var")
+    inv = b.op("RSQRT", [b.op("ADD", [var, b.const("eps", np.float32(1e-6))], NONE)],
+               name="inv")
+    scale = b.op("MUL", [inv, b.const("gamma", np.linspace(0.5, 1.5, shape[-1],
+                                                           dtype=np.float32))], NONE)
+    shift = b.op("SUB", [b.const("beta", np.linspace(-1, 1, shape[-1], dtype=np.float32)),
+                         b.op("MUL", [mean, scale], NONE)], NONE)
+    b.output(b.op("ADD", [b.op("MUL", [x, scale], NONE), shift], NONE, name="out"))
+    return b.to_bytes()
+
+
+def scaled_softmax(shape: tuple[int, ...], beta: float = 1.0) -> bytes:
+    b = ModelBuilder()
+    x = b.input("x", shape)
+    scaled = b.op("MUL", [x, b.const("scale", np.float32(0.125))], NONE, name="scaled")
+    b.output(b.op("SOFTMAX", [scaled], {"beta": beta}, name="probs"))
+    return b.to_bytes()
+
+
+def se_squeeze(shape: tuple[int, ...]) -> bytes:
+    """HARD_SWISH, then its mean over H, W: the squeeze of a squeeze-excite block."""
+    b = ModelBuilder()
+    x = b.input("x", shape)
+    h = b.op("HARD_SWISH", [x], name="h")
+    squeeze = b.op("MEAN", [h, b.const("axes", np.array([1, 2], np.int32))],
+                   {"keep_dims": True}, shape=(1, 1, 1, shape[-1]), name="squeeze")
+    b.output(h, squeeze)
+    return b.to_bytes()
+
+
+def one_kernel(model: bytes, cache_dir: str, threads: int = 1):
+    delegate = FusionDelegate(cache_dir=cache_dir, min_speedup=0.0, num_threads=threads)
+    interpreter = builtin_interpreter(model, [delegate], num_threads=threads)
+    nodes = len(delegate.claims)
+    assert delegate.summary() == f"{nodes} of {nodes} nodes delegated in 1 partitions"
+    (kernel,) = delegate.kernels.values()
+    return interpreter, kernel.kernel.source
+
+
+@pytest.mark.parametrize("shape", [(1, 197, 192), (5, 1)])
+def test_converter_layernorm_is_one_kernel_reading_its_input_once(cache_dir, rng, shape):
+    model = converter_layernorm(shape)
+    interpreter, source = one_kernel(model, cache_dir)
+    assert "row by row" in source
+    assert ("# Pass 3 over the row" in source) == (shape[-1] > 1)   # else all per row
+    x = (rng.standard_normal(shape) * 3).astype(np.float32)
+    got, = run(interpreter, [x])
+    want, = run(builtin_interpreter(model), [x])
+    # x * s + (beta - mean * s) cancels: errors in the mean show against the row's magnitude.
+    scale = np.abs(x).max(axis=-1, keepdims=True) * 1.5 + 1
+    assert np.all(np.abs(got - want) <= 8 * np.spacing(scale.astype(np.float32)))
+
+
+def test_softmax_with_its_scale_is_one_kernel_and_thread_count_does_not_change_it(cache_dir, rng):
+    shape = (1, 3, 197, 197)
+    model = scaled_softmax(shape)
+    x = (rng.standard_normal(shape) * 8).astype(np.float32)
+    interpreter, source = one_kernel(model, cache_dir)
+    assert "max_reassoc" in source and "add_reassoc" in source
+    got, = run(interpreter, [x])
+    two, parallel = one_kernel(model, cache_dir, threads=2)
+    assert "for part in prange(2):" in parallel   # rows split, each row summed alike
+    assert same_bits(run(two, [x])[0], got)
+    want, = run(builtin_interpreter(model), [x])
+    assert np.all(np.abs(got - want) <= want * ((2 * 197 + 4) * U + 2 * EXP_RELATIVE) + 1e-37)
+
+
+def test_se_squeeze_and_the_op_before_it_are_one_kernel_bit_exact(cache_dir, rng):
+    model = se_squeeze((1, 14, 14, 24))
+    interpreter, source = one_kernel(model, cache_dir)
+    assert source.count("# Nest 1 ") >= 1 and "# Nest 2 " not in source
+    x = (rng.standard_normal((1, 14, 14, 24)) * 3).astype(np.float32)
+    got = run(interpreter, [x])
+    want = run(builtin_interpreter(model), [x])
+    assert same_bits(got[1], want[1])             # the mean, in LiteRT's order
+
+
+def test_the_cost_model_prices_a_layernorm_by_the_ops_it_amounts_to(cache_dir):
+    """MEAN is not measured on its own (worth.PROXIES): priced as ADDs, the converter's
+    LayerNorm is predicted to pay and claimed with the default options."""
+    delegate = FusionDelegate(cache_dir=cache_dir)
+    builtin_interpreter(converter_layernorm((197, 192)), [delegate])
+    (prediction,) = delegate.predictions.values()
+    assert prediction.speedup >= delegate.options.min_speedup
+    assert delegate.summary() == "10 of 10 nodes delegated in 1 partitions"
+
+
+def test_a_non_constant_axis_is_not_claimed(cache_dir):
+    b = ModelBuilder()
+    x, axis = b.input("x", (4, 8)), b.input("axis", (1,), np.int32)
+    b.output(b.op("SUM", [x, axis], {"keep_dims": True}, shape=(4, 1)))
+    delegate = FusionDelegate(cache_dir=cache_dir, min_speedup=0.0)
+    builtin_interpreter(b.to_bytes(), [delegate])
+    assert delegate.claims[0].reason == "axis tensor not a constant int32 tensor"
+
+
+# --------------------------------------------------------------- random models with reductions
+
+def reduction_bound(name: str, x: np.ndarray, e: np.ndarray, y: np.ndarray,
+                    params: dict) -> np.ndarray:
+    """|fused - builtin| allowed for a reduction or row op whose input is LiteRT's `x` with
+    bound `e`, per element of LiteRT's result `y`. The tolerance statement:
+
+    - SUM, REDUCE_MAX, REDUCE_MIN: bit-exact (the builtin's order); with inexact inputs,
+      sum(e) resp. max(e) plus, for SUM, (n - 1) u sum(|x| + e).
+    - MEAN: 2 (n - 1) u sum(|x|) / n + 1 ulp: the fused row sum and Eigen's each lie within
+      (n - 1) u sum|x| of the exact sum, whatever their order (u = 2^-24); the quotient rounds
+      once more. A row with inf or NaN gives exactly LiteRT's inf or NaN.
+    - SOFTMAX: y ((2n + 4) u + 2 d) + 2^-126, d the exp's relative tolerance (SCALED_EXP):
+      the exps' sum is within (n - 1) u of its own magnitude in either order, each exp within
+      d, the reciprocal and the product round once each; exps below 2^-126 round gradually.
+    - LOG_SOFTMAX: (2n + 4) u + 2 d + 8 ulp(|y| + |x - max|): the same error of the sum as an
+      absolute error of its log, the two subtractions' roundings and the log's (6 ulp under
+      precision="fast", log_fast_f32).
+    - L2_NORMALIZATION: bit-exact (sequential sum of squares, sqrt, max, divide).
+    A sum whose magnitude reaches FLT_MAX may overflow in one order only: not compared."""
+    x64, e = x.astype(np.float64), np.where(np.isnan(e), np.inf, e)
+    axes = params.get("axes", (x.ndim - 1,))
+    n = math.prod(x.shape[a] for a in axes)
+    keep = dict(axis=axes, keepdims=True)
+    with np.errstate(all="ignore"):
+        finite = np.all(np.isfinite(x64), **keep)
+        magnitude = np.sum(np.abs(np.where(np.isfinite(x64), x64, 0)) + e, **keep)
+        spread = np.sum(e, **keep)
+        if name in ("REDUCE_MAX", "REDUCE_MIN"):
+            bound = np.max(e, **keep)
+        elif name == "SUM":
+            bound = spread + np.where(spread > 0, (n - 1) * U * magnitude, 0)
+        elif name == "MEAN":
+            bound = (spread + 2 * (n - 1) * U * magnitude) / n
+        elif name == "L2_NORMALIZATION":
+            norm = np.maximum(np.sqrt(np.sum(x64 * x64, **keep)), 1e-6)
+            bound = np.where(np.max(e, **keep) > 0,
+                             (e + np.abs(x64) * np.sqrt(n) * np.max(e, **keep) / norm) / norm
+                             * 2, 0)
+        else:
+            beta = abs(params.get("beta", 1.0))
+            relative = (2 * n + 4) * U + 2 * EXP_RELATIVE + 2 * beta * np.max(e, **keep)
+            # A row with NaN or +inf, or all -inf, is NaN throughout; -inf elements are 0 (or
+            # -inf) in any order.
+            finite = ~(np.any(np.isnan(x64) | (x64 == np.inf), **keep)
+                       | np.all(x64 == -np.inf, **keep)) | ~np.isfinite(np.max(e, **keep))
+            if name == "SOFTMAX":
+                bound = y * relative + SUBNORMAL
+            else:
+                shifted = np.abs(x64 - np.max(np.where(np.isnan(x64), -np.inf, x64), **keep))
+                bound = relative + 8 * ulp32(np.abs(y) + np.where(np.isfinite(x64), shifted, 0))
+        if name == "MEAN":
+            bound = bound + ulp32(np.abs(np.sum(x64, **keep)) / n)
+        bound = np.where(magnitude > FLT_MAX / 2, np.inf, np.where(finite, bound, 0))
+        bound = np.where(np.isnan(bound), np.inf, bound)
+    if name in REDUCE:                 # over x with the reduced axes as 1s: y's elements
+        return bound.reshape(y.shape)
+    return np.broadcast_to(bound, y.shape)
+
+
+#: Bit-exact elementwise ops a reduction's producers and consumers are drawn from.
+EXACT = ("ADD", "SUB", "MUL", "MAXIMUM", "ABS", "NEG", "RELU", "SQUARE")
+REDUCE = ("MEAN", "SUM", "REDUCE_MAX", "REDUCE_MIN")
+ROWS = ("SOFTMAX", "LOG_SOFTMAX", "L2_NORMALIZATION")
+
+
+@st.composite
+def reduction_graphs(draw):
+    """x -> exact elementwise ops -> a reduction or row op -> exact ops on its result (and x),
+    rows of 1 element included; [N, C] rows or NHWC with H, W or mixed axes."""
+    rank = draw(st.integers(1, 4))
+    shape = tuple(draw(st.sampled_from([1, 1, 2, 3, 5, 17, 40])) for _ in range(rank))
+    b = ModelBuilder("reductions")
+    x = b.input("x", shape)
+    graph = Graph(model=b"", input_shapes=[shape])
+    h = x
+    for _ in range(draw(st.integers(0, 2))):
+        name = draw(st.sampled_from(EXACT))
+        args = [h] if OPS[name].arity == 1 else [
+            h, b.const(f"c{len(graph.ops)}", np.float32(draw(st.sampled_from([0.5, -2.0, 3.0]))))]
+        options = NONE if OPS[name].fused_activation else None
+        out = b.op(name, args, options)
+        graph.ops.append((name, tuple(args), out, {"activation": 0} if options else {}))
+        h = out
+    name = draw(st.sampled_from(REDUCE + ROWS))
+    if name in REDUCE:
+        axes = tuple(sorted(draw(st.sets(st.integers(0, rank - 1), min_size=1))))
+        keep = draw(st.booleans())
+        out_shape = tuple(1 if d in axes else n for d, n in enumerate(shape)
+                          if keep or d not in axes)
+        axis_data = np.array([a - rank if draw(st.booleans()) else a for a in axes], np.int32)
+        r = b.op(name, [h, b.const("axis", axis_data)], {"keep_dims": keep}, shape=out_shape)
+        params = {"axes": axes, "keep_dims": keep}
+    else:
+        beta = draw(st.sampled_from([1.0, 0.5, 2.0]))
+        r = b.op(name, [h], {"beta": beta} if name == "SOFTMAX" else None)
+        params = {"beta": beta} if name == "SOFTMAX" else {}
+    graph.ops.append((name, (h,), r, params))
+    outputs = [r]
+    if draw(st.booleans()):
+        k = b.const("k", np.float32(2.0))
+        after = b.op("MUL", [r, k], NONE)
+        graph.ops.append(("MUL", (r, k), after, {"activation": 0}))
+        outputs = [after]
+    if h != x and draw(st.booleans()):
+        outputs.append(h)
+    b.output(*outputs)
+    graph.model = b.to_bytes()
+    return graph
+
+
+def reduction_inputs(rng, shape, kind: str) -> np.ndarray:
+    """Normal values, or with NaN/inf/huge/tiny mixed in, or all huge or all tiny."""
+    x = rng.standard_normal(shape)
+    if kind == "huge":
+        x = x * 1e37
+    elif kind == "tiny":
+        x = x * 1e-38
+    x = x.astype(np.float32)
+    if kind == "special":
+        mask = rng.random(shape) < 0.1
+        x[mask] = rng.choice(SPECIALS, size=int(mask.sum()))
+    return x
+
+
+SETTINGS = settings(max_examples=40, deadline=None, phases=[Phase.explicit, Phase.reuse,
+                                                            Phase.generate],
+                    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+
+
+@SETTINGS
+@given(graph=reduction_graphs(), seed=st.integers(0, 2**32 - 1))
+def test_random_reduction_models_match_builtin_kernels_within_their_tolerance(graph, seed,
+                                                                              cache_dir):
+    delegate = FusionDelegate(cache_dir=cache_dir, min_speedup=0.0)
+    interpreter = builtin_interpreter(graph.model, [delegate])
+    refused = {i: c.reason for i, c in delegate.claims.items() if c.reason}
+    assert not refused, f"not claimed: {refused}"
+    rng = np.random.default_rng(seed)
+    for kind in ("normal", "special", "huge", "tiny"):
+        x = reduction_inputs(rng, graph.input_shapes[0], kind)
+        fused = run(interpreter, [x])
+        values = oracle_tensors(graph.model, [x])
+        bounds = error_bounds(graph, values, reductions=reduction_bound)
+        for detail, got in zip(interpreter.get_output_details(), fused):
+            t = detail["index"]
+            bad = mismatches(got, values[t], bounds[t])
+            assert not len(bad), (
+                f"{kind} input: output t{t}: {len(bad)} mismatches, first at {tuple(bad[0])}: "
+                f"fused {got[tuple(bad[0])]!r} vs LiteRT {values[t][tuple(bad[0])]!r} "
+                f"(bound {np.broadcast_to(bounds[t], got.shape)[tuple(bad[0])]!r})\n"
+                f"ops: {graph.ops}\n" + "\n".join(k.kernel.source
+                                                   for k in delegate.kernels.values()))
