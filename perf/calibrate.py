@@ -282,9 +282,21 @@ def fit(t: dict[Key, float], ops: list[str]) -> dict:
 # ------------------------------------------------------------------------------------ check
 
 def partition_ops(model: bytes) -> list[tuple[str, int]]:
-    """(op, output elements) of every node, as the delegate would pass them to predict()."""
+    """(op, output elements) of every node, as the delegate would pass them to predict():
+    `OP/int8` where a tensor of the node is int8 or uint8, `OP/fast` where the default precision
+    approximates the op (fusion.cost_keys)."""
     sg = read_model(model).subgraphs[0]
-    return [(op.op, math.prod(sg.tensors[op.outputs[0]].shape)) for op in sg.operators]
+    ops = []
+    for op in sg.operators:
+        dtypes = [sg.tensors[t].dtype.name for t in (*op.inputs, *op.outputs) if t >= 0]
+        quantized = [d for d in dtypes if d in ("int8", "uint8")]
+        name = op.op
+        if quantized:
+            name = f"{op.op}/{quantized[0]}"
+        elif op.op in OPS and OPS[op.op].approximated:
+            name = f"{op.op}/fast"
+        ops.append((name, math.prod(sg.tensors[op.outputs[0]].shape)))
+    return ops
 
 
 def check(model: CostModel, costs: dict, threads: int, cache_dir: str) -> list[dict]:
