@@ -390,6 +390,15 @@ def _sin_cos_reduce(x):
     """
     n = np.rint(x * _TWO_OVER_PI)
     s = _mul_add(n, -_PIO2_2, _mul_add(n, -_PIO2_1, x))
+    s6, err = _subtract_small_pieces(s, n)
+    q = n - _FOUR * np.floor(n * _QUARTER)
+    return s6, err, q
+
+
+@_jit
+def _subtract_small_pieces(s, n):
+    """s - n * (_PIO2_3 + _PIO2_4 + _PIO2_5 + _PIO2_6) as (s6, err), s6 + err its value: each
+    subtraction's rounding error is kept by Fast2Sum, which needs the product p apart."""
     p = n * _PIO2_3
     s3 = s - p
     err = (s - s3) - p
@@ -402,8 +411,7 @@ def _sin_cos_reduce(x):
     p = n * _PIO2_6
     s6 = s5 - p
     err += (s5 - s6) - p
-    q = n - _FOUR * np.floor(n * _QUARTER)
-    return s6, err, q
+    return s6, err
 
 
 @_jit
@@ -878,18 +886,7 @@ def _reduce_pi(ax, m):
     n = m + m                                   # an integer < 2**16: pieces of pi/2 apply
     s = ax - n * _PIO2_1
     s = s - n * _PIO2_2
-    p = n * _PIO2_3
-    s3 = s - p
-    err = (s - s3) - p
-    p = n * _PIO2_4
-    s4 = s3 - p
-    err += (s3 - s4) - p
-    p = n * _PIO2_5
-    s5 = s4 - p
-    err += (s4 - s5) - p
-    p = n * _PIO2_6
-    s6 = s5 - p
-    err += (s5 - s6) - p
+    s6, err = _subtract_small_pieces(s, n)
     return s6 + err
 
 
