@@ -810,11 +810,8 @@ _EXPM1_Q4 = _F(0.0013882521)
 def elu_fast_f32(x):
     """ELU: expm1(x) for x < 0, else x unchanged (NaN and -0.0 pass bit for bit, as in
     LiteRT); elu(-inf) = -1."""
-    z = _EXPM1_X_MIN if x < _EXPM1_X_MIN else x
-    t = _mul_add(z, _LOG2E, _ROUND_MAGIC)
-    n = t - _ROUND_MAGIC
-    r = _mul_add(n, -_LN2_LO, _mul_add(n, -_LN2_HI, z))
-    s = as_float32(_I((as_int32(t) - _ROUND_MAGIC_BITS + 127) << 23))
+    r, k = _exp_reduce(_EXPM1_X_MIN if x < _EXPM1_X_MIN else x)   # its clamps: x >= 0 only
+    s = as_float32(_I((k + 127) << 23))
     q = _mul_add(r, _EXPM1_Q4, _EXPM1_Q3)
     q = _mul_add(q, r, _EXPM1_Q2)
     q = _mul_add(q, r, _EXPM1_Q1)
