@@ -286,6 +286,9 @@ KERNEL_OPS: dict[str, OpSpec] = {spec.name: spec for spec in (
              propagates_nonfinite=True) for chain in APPROX_CHAINS.values()),
 )}
 
+#: The kernel ops that stand for an APPROX_CHAINS chain.
+CHAIN_OPS = frozenset(chain.name.upper() for chain in APPROX_CHAINS.values())
+
 TRANSCENDENTAL = frozenset(name for name, spec in OPS.items() if spec.cost >= 10)
 
 

@@ -21,7 +21,7 @@ from . import fixedpoint
 from .ir import KernelIR, Op, Value, verify
 from .lut import byte_table
 from .native import POINTERS
-from .ops import ACTIVATIONS, HELPER_MODULES
+from .ops import ACTIVATIONS, CHAIN_OPS, HELPER_MODULES
 from .schedule import Nest, Schedule, plan
 
 INDENT = "    "
@@ -97,10 +97,14 @@ def header(ir: KernelIR, names: dict[int, str], schedule: Schedule) -> list[str]
     source = f", generated from {ir.model}" if ir.model else ""
     nests = len(schedule.nests)
     source_nodes = sorted(node for op in ir.ops for node, _ in op.sources)
+    # Only where some op's math depends on it: kernels that read the same either way are one
+    # text, so one compiled kernel serves both precisions.
+    precision = f"precision {ir.precision} | " if any(
+        op.spec.approximated or op.op in CHAIN_OPS for op in ir.ops) else ""
     lines = [f"# fusion_delegate kernel {ir.name}{source}. Do not edit.",
              f"# partition {ir.partition} | nodes {', '.join(str(n) for n in source_nodes)} | "
              f"{', '.join(sorted({v.dtype for v in ir.values}))} | "
-             f"precision {ir.precision} | {nests} loop nest{'s' if nests > 1 else ''}"]
+             f"{precision}{nests} loop nest{'s' if nests > 1 else ''}"]
     for op in ir.ops:
         operands = []
         for t in op.inputs:
@@ -485,7 +489,10 @@ def loop_nest(ir: KernelIR, nest: Nest, threads: int, names: dict[int, str], loc
         base = base_names.get(index(nest, t, inner=False))
         bounds = f"{base} + start:{base} + stop" if base else "start:stop"
         lines.append(f"{pad}{name} = {names[t]}[{bounds}]")
-    for body in bodies:
+    for ops, body in zip(nest.stages, bodies):
+        if ops[0].output in nest.lookups:     # one call over the tile
+            lines += [pad + line for line in body]
+            continue
         lines.append(f"{pad}for i{inner} in range(stop - start):")
         lines += [pad + INDENT + line for line in body]
     return lines
@@ -559,6 +566,14 @@ def loop_body(ir: KernelIR, names: dict[int, str], nest: Nest, local: NestNames,
         exprs[t] = element(names, nest, local, t)
     bodies = []
     for ops in nest.stages:
+        if ops[0].output in nest.lookups:
+            (op,) = ops
+            target = op.output
+            exprs[target] = (element(names, nest, local, target) if target in nest.writes
+                             else f"{local.stages[target]}[{inner}]")
+            bodies.append([f"lookup_bytes({tile_array(nest, local, op.inputs[0])}, "
+                           f"{tile_array(nest, local, target)}, {table_name(names, op)})"])
+            continue
         lines, misses = [], []
         for op in ops:
             target = names[op.output]
@@ -585,6 +600,15 @@ def loop_body(ir: KernelIR, names: dict[int, str], nest: Nest, local: NestNames,
                 lines += wrap_call("misses = max(misses, max(", misses, "))", width=width)
         bodies.append(lines)
     return bodies
+
+
+def tile_array(nest: Nest, local: NestNames, tensor: int) -> str:
+    """A tile of `tensor` as an array: its slice of a nest array, or its stage buffer, cut to
+    the tile's length where the last tile is shorter."""
+    if tensor in local.slices:
+        return local.slices[tensor]
+    whole = nest.loops.sizes[-1] % nest.tile == 0
+    return local.stages[tensor] + ("" if whole else "[:stop - start]")
 
 
 def element(names: dict[int, str], nest: Nest, local: NestNames, tensor: int) -> str:
@@ -626,7 +650,8 @@ def table_name(names: dict[int, str], op: Op) -> str:
 def tables(ir: KernelIR, names: dict[int, str], schedule: Schedule) -> list[str]:
     """The module constants of the kernel's LUT ops (numba compiles them in as constants):
     indexed by q - qmin, or in table nests by the element's raw byte (codegen.lut)."""
-    by_byte = {nest.ops[0].output for nest in schedule.nests if nest.kind == "table"}
+    by_byte = {t for nest in schedule.nests
+               for t in ((nest.ops[0].output,) if nest.kind == "table" else nest.lookups)}
     lines = []
     for op in ir.ops:
         if op.op != "LUT":

@@ -13,7 +13,8 @@ Within a nest, two transformations of the loops keep the innermost loop long:
   [C] rows iterates the M * C elements flat, tile by tile, each tile `rows` rows long, with the
   periodic operands copied `rows` times once per invoke (a 16-wide inner loop is all remainder
   for a vectorising compiler);
-- stages: several transcendental ops run one loop each over L1-sized tiles (render.py).
+- stages: several transcendental ops run one loop each over L1-sized tiles (render.py), and
+  an 8-bit table lookup among other ops runs alone over the tile, 64 bytes a step (codegen.lut).
 
 Reductions (codegen.ops.REDUCTIONS) add phases: a reduction is computed in the nest of its
 input's domain, accumulating, and what reads its result runs in a later phase, so nests are
@@ -113,6 +114,7 @@ class Nest:
     stages: tuple[tuple[Op, ...], ...] = ()
     kind: str = "elementwise"           # "table": one byte LUT over a whole tensor; "rows"
     per_row: tuple[tuple[Op, ...], ...] = ()  # rows: the scalar ops before each stage, and last
+    lookups: tuple[int, ...] = ()       # outputs of LUTs run as a stage of byte lookups
 
     @property
     def elements(self) -> int:
@@ -313,10 +315,11 @@ def _loops(ir: KernelIR, domain: tuple[int, ...], ops: tuple[Op, ...], reads: tu
                                             for t, mask in loops.broadcast.items()})
     if _byte_table(ir, ops, loops):
         return Nest(domain, ops, loops, reads, writes, stages=(ops,), kind="table")
-    stages = _stages(ops, loops)
+    lookups = _lookups(ir, ops, loops, writes)
+    stages = _stages(ops, loops, lookups)
     if len(stages) > 1 and not tile:
         tile = TILE
-    return Nest(domain, ops, loops, reads, writes, tile, periodic, stages)
+    return Nest(domain, ops, loops, reads, writes, tile, periodic, stages, lookups=lookups)
 
 
 def _byte_table(ir: KernelIR, ops: tuple[Op, ...], loops: LoopNest) -> bool:
@@ -328,6 +331,21 @@ def _byte_table(ir: KernelIR, ops: tuple[Op, ...], loops: LoopNest) -> bool:
             and ir.value(op.inputs[0]).literal is None)
 
 
+def _lookups(ir: KernelIR, ops: tuple[Op, ...], loops: LoopNest,
+             writes: tuple[int, ...]) -> tuple[int, ...]:
+    """The LUTs from 8-bit elements to 8-bit ones, each a stage of its own that codegen.lut
+    runs 64 elements a step: in the loop with the other ops, LLVM makes of a table lookup one
+    scalar load per element and leaves the whole loop unvectorised. (A LUT whose value nothing
+    uses stays in the loop, where LLVM drops it.)"""
+    if loops.sizes[-1] < TILE_MIN:
+        return ()
+    used = set(writes) | {t for op in ops for t in op.inputs}
+    return tuple(op.output for op in ops if op.op == "LUT" and op.output in used
+                 and ir.value(op.output).dtype in ("int8", "uint8")
+                 and ir.value(op.inputs[0]).literal is None
+                 and not any(loops.broadcast.get(op.inputs[0], ())))
+
+
 def _row_tileable(loops: LoopNest) -> bool:
     """A 2-D nest [M, C] with C short, every operand whole, a [C] row or one value."""
     if len(loops.sizes) != 2 or loops.sizes[1] >= TILE or loops.sizes[0] == 1:
@@ -336,16 +354,21 @@ def _row_tileable(loops: LoopNest) -> bool:
     return (True, False) in masks and masks <= {(False, False), (True, False), (True, True)}
 
 
-def _stages(ops: tuple[Op, ...], loops: LoopNest) -> tuple[tuple[Op, ...], ...]:
+def _stages(ops: tuple[Op, ...], loops: LoopNest,
+            lookups: tuple[int, ...] = ()) -> tuple[tuple[Op, ...], ...]:
     """One transcendental op (and the cheap ops before it) per stage, when there are two or
-    more and the innermost loop is long enough to tile. (Every op of a nest varies along all
-    its loops: an op constant along one would have a smaller shape, so another nest.)"""
+    more and the innermost loop is long enough to tile; each of `lookups` a stage alone.
+    (Every op of a nest varies along all its loops: an op constant along one would have a
+    smaller shape, so another nest.)"""
     expensive = {op.node for op in ops if op.op in TRANSCENDENTAL}
-    if len(expensive) < 2 or loops.sizes[-1] < TILE_MIN:
+    if len(expensive) < 2:
+        expensive = set()
+    if not (expensive or lookups) or loops.sizes[-1] < TILE_MIN:
         return (ops,)
     groups: list[list[Op]] = [[]]
     for op in ops:
-        if groups[-1] and groups[-1][-1].node in expensive:
+        last = groups[-1][-1] if groups[-1] else None
+        if last is not None and (last.node in expensive or last.output in lookups or op.output in lookups):
             groups.append([])
         groups[-1].append(op)
     return tuple(tuple(group) for group in groups)

@@ -173,7 +173,8 @@ def model_params():
     if not MODELS:   # test_corpus_is_built_... skips or fails with the reason
         return [pytest.param(None, None, None, id="no-corpus",
                              marks=pytest.mark.skip(reason=missing_corpus()))]
-    return [pytest.param(m["id"], config, threads, id=f"{m['id']}-{config}-t{threads}")
+    return [pytest.param(m["id"], config, threads, id=f"{m['id']}-{config}-t{threads}",
+                         marks=pytest.mark.xdist_group(m["id"]))
             for m in MODELS for config in CONFIGS for threads in THREADS]
 
 

@@ -4,6 +4,8 @@ codegen.quant's semantics are tested op by op in tests/test_quant.py; here the w
 claims, lowering to tables and fixed-point calls (codegen.lower), composed tables, the byte
 lookup nests (codegen.lut), int8 next to float32 in one kernel, the generated source.
 """
+import math
+
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, Phase, given, settings
@@ -91,6 +93,8 @@ def test_a_chain_of_int8_ops_is_one_kernel_with_composed_tables(cache_dir, rng, 
         source = delegate.kernels[0].kernel.source
         assert "LUT(RELU 2, TANH 3, LOGISTIC 4)" in source
         assert source.count("_TABLE = np.array(") == 2
+        # Both tables a stage of byte lookups over each tile, where a tile is long enough.
+        assert source.count("lookup_bytes(") == (2 if math.prod(shape) >= 64 else 0)
     same_as_builtin(model, interpreter, [rng.integers(-128, 128, shape).astype(np.int8)])
 
 

@@ -3,6 +3,8 @@
 Whether the two loops agree with LiteRT is the equivalence tests' job (tests/test_equivalence.py
 runs every random model with and without inf/NaN inputs); here: what the analysis decides.
 """
+from dataclasses import replace
+
 from codegen.ir import KernelIR, Op, Value
 from codegen.render import FastPath, TensorTableLayout, render_kernel
 
@@ -73,3 +75,16 @@ def test_generated_lines_fit_in_100_columns_however_deep_the_nest():
                            LAYOUT)
     assert "for part in prange(2):" in source and "for tile in" in source and "misses" in source
     assert max(len(line) for line in source.splitlines() if not line.startswith("#")) <= 100
+
+
+def test_the_precision_is_in_the_text_only_where_some_op_depends_on_it():
+    """One text, so one compiled kernel, for a partition whose math is the same either way."""
+    arithmetic = [("ADD", (0, 9), 1, 0), ("MUL", (1, 9), 2, RELU6)]
+    both = {precision: render_kernel(replace(kernel_ir(arithmetic, (2,), constant=9),
+                                             precision=precision), LAYOUT)
+            for precision in ("exact", "fast")}
+    assert both["exact"] == both["fast"] and "precision" not in both["fast"]
+    transcendental = kernel_ir([("TANH", (0,), 1, 0)], outputs=(1,))
+    fast = render_kernel(replace(transcendental, precision="fast"), LAYOUT)
+    exact = render_kernel(transcendental, LAYOUT)
+    assert "| precision fast |" in fast and "| precision exact |" in exact
