@@ -286,7 +286,9 @@ KERNEL_OPS: dict[str, OpSpec] = {spec.name: spec for spec in (
              propagates_nonfinite=True) for chain in APPROX_CHAINS.values()),
 )}
 
-TRANSCENDENTAL = frozenset(name for name, spec in OPS.items() if spec.cost >= 10)
+#: What a transcendental op costs at least, per element.
+TRANSCENDENTAL_COST = 10
+TRANSCENDENTAL = frozenset(name for name, spec in OPS.items() if spec.cost >= TRANSCENDENTAL_COST)
 
 
 @dataclass(frozen=True)
