@@ -297,9 +297,10 @@ def rows_nest(ir: KernelIR, names: dict[int, str], nest: Nest, threads: int, loc
         lines, depth = [*lines, f"for {step} in range({steps}):"], 1
     width = LINE_LIMIT - len(INDENT) * (depth + 1)
     body = []
-    if per_step > 1:
-        body += [f"{row.row} = min({per_step} * {step} + {k}, {rows - 1})" if k else
-                 f"{row.row} = {per_step} * {step}" for k, row in enumerate(in_step)]
+    for k, row in enumerate(in_step if per_step > 1 else ()):
+        first = f"{per_step} * {step}" + (f" + {k}" if k else "")
+        body.append(f"{row.row} = min({first}, {rows - 1})" if k and steps * per_step > rows
+                    else f"{row.row} = {first}")
     for t, name in local.slices.items():
         if nest.loops.broadcast[t][0]:         # the same [cols] row for every row
             body.append(f"{name} = {names[t]}[:{cols}]")

@@ -20,8 +20,8 @@ input's domain, accumulating, and what reads its result runs in a later phase, s
 keyed by (domain, phase), phase(op) = max over its inputs of the producer's phase, + 1 past a
 reduction. The reductions over the trailing dims of one [rows, C] domain (LayerNorm, softmax)
 and the ops around them become one `rows` nest, run before the partition's other nests: one
-loop over rows, in it one pass over the row's C elements per phase (producers and scalar
-accumulators), and between passes the per-row ops on scalars. The row stays in L1, so the
+loop over rows (two a step, ROWS_PER_STEP), in it one pass over the row's C elements per phase
+(producers and scalar accumulators), and between passes the per-row ops on scalars. The row stays in L1, so the
 input is read from memory once; values one pass computes for a later one go through a row
 buffer (the stage buffers of a tile of one row). Threads split the rows, never a reduction.
 Any other reduction (H,W of NHWC) is an ordinary nest over its input's domain accumulating

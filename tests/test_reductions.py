@@ -267,6 +267,31 @@ def test_a_non_constant_axis_is_not_claimed(cache_dir):
     assert delegate.claims[0].reason == "axis tensor not a constant int32 tensor"
 
 
+def test_softmax_exp_is_exp_fast_where_normal_and_flushes_below():
+    """exp_nonpositive_fast_f32 (softmax's exp with beta >= 0) against exp_fast_f32 on every
+    257th float32 in [-88, -0] and the edges: the same bits wherever exp_fast_f32's result is
+    normal, within 2^-126 of it below (+0 under 2^-126.5), +0 for -inf, NaN for NaN."""
+    from numba import njit
+
+    from codegen.mathf32 import exp_fast_f32, exp_nonpositive_fast_f32
+
+    @njit
+    def both(xs):
+        fused, fast = np.empty_like(xs), np.empty_like(xs)
+        for i in range(xs.size):
+            fused[i], fast[i] = exp_nonpositive_fast_f32(xs[i]), exp_fast_f32(xs[i])
+        return fused, fast
+
+    bits = np.arange(0x80000000, 0xC2B00001, 257, dtype=np.uint64).astype(np.uint32)
+    edges = np.float32([-0.0, 0.0, -87.33654, -87.68, -88.0, -100.0, -1e30, -np.inf, np.nan])
+    got, fast = both(np.concatenate([bits.view(np.float32), edges]))
+    normal = fast >= np.float32(SUBNORMAL)
+    assert same_bits(got[normal], fast[normal]) and normal.sum() > 4_000_000
+    below = ~normal & ~np.isnan(fast)
+    assert np.all(np.abs(got[below] - fast[below]) <= SUBNORMAL)
+    assert list(got[-5:-1]) == [0.0] * 4 and np.isnan(got[-1]) and got[-9] == got[-8] == 1.0
+
+
 # --------------------------------------------------------------- random models with reductions
 
 def reduction_bound(name: str, x: np.ndarray, e: np.ndarray, y: np.ndarray,
