@@ -744,7 +744,7 @@ _ROUND_MAGIC_BIASED = _F(12582912.0 + 127.0)
 
 
 @_jit
-def exp_nonpositive_fast_f32(x):
+def _exp_nonpositive_fast5(x):
     """e**x for x <= 0 (a positive x is not handled): exp_fast_f32's value wherever it is at
     least 2**-126 (n may differ by one on an exact tie of x * log2(e) between integers, an
     equally good reduction), +0 below about 2**-126.5 and for -inf, NaN -> NaN."""

@@ -268,18 +268,18 @@ def test_a_non_constant_axis_is_not_claimed(cache_dir):
 
 
 def test_softmax_exp_is_exp_fast_where_normal_and_flushes_below():
-    """exp_nonpositive_fast_f32 (softmax's exp with beta >= 0) against exp_fast_f32 on every
+    """_exp_nonpositive_fast5 (softmax's exp with beta >= 0) against exp_fast_f32 on every
     257th float32 in [-88, -0] and the edges: the same bits wherever exp_fast_f32's result is
     normal, within 2^-126 of it below (+0 under 2^-126.5), +0 for -inf, NaN for NaN."""
     from numba import njit
 
-    from codegen.mathf32 import exp_fast_f32, exp_nonpositive_fast_f32
+    from codegen.mathf32 import _exp_nonpositive_fast5, exp_fast_f32
 
     @njit
     def both(xs):
         fused, fast = np.empty_like(xs), np.empty_like(xs)
         for i in range(xs.size):
-            fused[i], fast[i] = exp_nonpositive_fast_f32(xs[i]), exp_fast_f32(xs[i])
+            fused[i], fast[i] = _exp_nonpositive_fast5(xs[i]), exp_fast_f32(xs[i])
         return fused, fast
 
     bits = np.arange(0x80000000, 0xC2B00001, 257, dtype=np.uint64).astype(np.uint32)
