@@ -357,7 +357,6 @@ ROW_SUFFIXES = ("_a", "_b", "_c", "_d")
 class RowNames:
     """What one row of a rows nest step is called: its index variable, the names of the values
     the nest computes for it and of its slices and row buffers, and its inf/NaN check."""
-    suffix: str
     row: str
     names: dict
     local: NestNames
@@ -385,7 +384,7 @@ def row_names(ir: KernelIR, names: dict[int, str], nest: Nest, local: NestNames,
         row_names_ = {**names, **{t: rename(names[t]) for t in sorted(computed)}}
         checks = fresh_name("checks" + suffix, taken) if fast is not None and fast.checked \
             else ""
-        result.append(RowNames(suffix, rename("i0"), row_names_, row_local, checks))
+        result.append(RowNames(rename("i0"), row_names_, row_local, checks))
     return result
 
 
