@@ -724,10 +724,37 @@ def _exp_reduce(x):
 @_jit
 def _exp_fast5(x):
     r, k = _exp_reduce(x)
+    return _ldexp(_exp5_polynomial(r), k)
+
+
+@_jit
+def _exp5_polynomial(r):
+    """e**r for |r| <= ~ln2/2, degree 5."""
     q = _mul_add(r, _EXPF_Q3, _EXPF_Q2)
     q = _mul_add(q, r, _EXPF_Q1)
     q = _mul_add(q, r, _EXPF_Q0)
-    return _ldexp(_mul_add(_mul_add(q, r, _ONE), r, _ONE), k)
+    return _mul_add(_mul_add(q, r, _ONE), r, _ONE)
+
+
+# e**x for x <= 0 (softmax's exp(x - max)): n and r as _exp_reduce finds them, the power 2**n
+# from the rounding constant's low bits, which hold n + 127 (the exponent bias is folded into
+# the constant), shifted into the exponent field: one shift and one multiply instead of
+# llvm.ldexp's conversion and scaling. The clamp at -88 keeps n >= -127, whose power is +0: the
+# results below about 2**-126.5 (x < -87.68) are +0, where exp_fast_f32 rounds gradually.
+_EXP_NONPOSITIVE_MIN = _F(-88.0)
+_ROUND_MAGIC_BIASED = _F(12582912.0 + 127.0)
+
+
+@_jit
+def _exp_nonpositive_fast5(x):
+    """e**x for x <= 0 (a positive x is not handled): exp_fast_f32's value wherever it is at
+    least 2**-126 (n may differ by one on an exact tie of x * log2(e) between integers, an
+    equally good reduction), +0 below about 2**-126.5 and for -inf, NaN -> NaN."""
+    x = _EXP_NONPOSITIVE_MIN if x < _EXP_NONPOSITIVE_MIN else x
+    t = _mul_add(x, _LOG2E, _ROUND_MAGIC_BIASED)
+    n = t - _ROUND_MAGIC_BIASED
+    r = _mul_add(n, -_LN2_LO, _mul_add(n, -_LN2_HI, x))
+    return _exp5_polynomial(r) * as_float32(_I(as_int32(t) << _I(23)))
 
 
 @_jit

@@ -289,7 +289,9 @@ KERNEL_OPS: dict[str, OpSpec] = {spec.name: spec for spec in (
 #: The kernel ops that stand for an APPROX_CHAINS chain.
 CHAIN_OPS = frozenset(chain.name.upper() for chain in APPROX_CHAINS.values())
 
-TRANSCENDENTAL = frozenset(name for name, spec in OPS.items() if spec.cost >= 10)
+#: What a transcendental op costs at least, per element.
+TRANSCENDENTAL_COST = 10
+TRANSCENDENTAL = frozenset(name for name, spec in OPS.items() if spec.cost >= TRANSCENDENTAL_COST)
 
 
 @dataclass(frozen=True)
@@ -338,7 +340,7 @@ KERNEL_OPS.update({spec.name: spec for spec in (
     OpSpec("MUL_RAW", -1, 2, "{a} * {b}", lambda a, b, p: a * b, propagates_nonfinite=True),
     OpSpec("DIV_RAW", -1, 2, "{a} / {b}", lambda a, b, p: a / b),
     OpSpec("RECIPROCAL", -1, 1, "np.float32(1.0) / {a}", lambda a, b, p: 1.0 / a),
-    OpSpec("SCALED_EXP", -1, 2, "exp_fast_f32(({a} - {b}) * {beta})",
+    OpSpec("SCALED_EXP", -1, 2, "scaled_exp({a} - {b}, {beta})",
            lambda a, b, p: np.exp((a - b) * p["beta"]), _T(ulp=4), params=("beta",), cost=12),
     OpSpec("L2_NORM", -1, 1, "max_eps(sqrt_f32({a}), {epsilon})",
            lambda a, b, p: np.maximum(np.sqrt(a), p["epsilon"]), params=("epsilon",), cost=4),
@@ -357,7 +359,8 @@ HELPER_MODULES: dict[str, str] = {
         "sqrt_f32", "exp_fast_f32", "log_fast_f32", "sin_fast_f32", "cos_fast_f32",
         "tanh_fast_f32", "logistic_fast_f32", "elu_fast_f32", "gelu_fast_f32", "swish_fast_f32",
         "mish_fast_f32")},
-    **{name: "codegen.reduce" for name in ("add_reassoc", "max_reassoc", "max_eps")},
+    **{name: "codegen.reduce" for name in ("add_reassoc", "max_reassoc", "max_eps",
+                                            "scaled_exp")},
 }
 
 

@@ -22,6 +22,7 @@ from numba import njit, types
 from numba.extending import intrinsic
 
 from .ir import KernelIR, Op, Value
+from .mathf32 import _exp_nonpositive_fast5, exp_fast_f32
 
 #: L2Normalization's default epsilon (optimized_ops.h), which the float kernel uses.
 L2_EPSILON = 1e-6
@@ -50,6 +51,15 @@ def max_reassoc(typingctx, acc, x):
         greater = builder.fcmp_ordered(">", args[0], args[1], flags=flags)
         return builder.select(greater, args[0], args[1], flags=flags)
     return acc(acc, x), codegen
+
+
+@njit(inline="always", error_model="numpy")
+def scaled_exp(d, beta):
+    """exp(d * beta) for softmax's d = x - max: with beta >= 0 (a constant, so LLVM keeps one
+    branch) the argument is <= 0, or NaN in a row that is NaN anyway, and its exp is
+    _exp_nonpositive_fast5's; with beta < 0, exp_fast_f32's."""
+    x = d * beta
+    return _exp_nonpositive_fast5(x) if beta >= 0 else exp_fast_f32(x)
 
 
 @njit(inline="always", error_model="numpy")

@@ -268,9 +268,12 @@ def reduced_count(ir: KernelIR, op: Op) -> int:
 
 def rows_nest(ir: KernelIR, names: dict[int, str], nest: Nest, threads: int, local: NestNames,
               fast: FastPath | None) -> list[str]:
-    """A `rows` nest: one loop over rows (split over threads), in it the per-row scalar ops and
-    one pass over the row's elements per stage, each reduction a scalar accumulator named after
-    its result. Arrays the passes read or write whole are sliced to the row."""
+    """A `rows` nest: one loop over steps of `nest.tile // cols` rows (split over threads), in
+    it the per-row scalar ops and one pass over the rows' elements per stage, each reduction a
+    scalar accumulator per row named after its result. Arrays the passes read or write whole
+    are sliced to the row. The rows of a step go through each pass together, each under its
+    own names (`mean_a`, `mean_b`): their reductions are independent, so one row's horizontal
+    sums, divisions and square roots overlap with the other's loads and adds."""
     rows, cols = nest.loops.sizes
     whole = [t for t in local.slices if nest.loops.broadcast[t] == (False, False)]
     length = str(cols)
@@ -281,42 +284,147 @@ def rows_nest(ir: KernelIR, names: dict[int, str], nest: Nest, threads: int, loc
                  f"row_length = {names[whole[0]]}.shape[0] // {rows}"]
     else:
         lines = []
+    in_step = row_names(ir, names, nest, local, fast)
+    per_step = len(in_step)
+    steps = -(-rows // per_step)
+    step = "i0" if per_step == 1 else fresh_name("step", kernel_names(names, local))
+    if steps * per_step > rows:
+        lines.append(f"# With {rows} rows, the last step has row {rows - 1} more than once.")
     if threads > 1:
-        step = -(-rows // threads)
+        part = -(-steps // threads)
         lines += [f"for part in prange({threads}):",
-                 *(INDENT + line for line in tile_allocations(ir, nest, local)),
-                 f"{INDENT}for i0 in range(part * {step}, min(part * {step} + {step}, {rows})):"]
+                  *(INDENT + line for line in tile_allocations(ir, nest, local)),
+                  f"{INDENT}for {step} in range(part * {part}, min(part * {part} + {part}, "
+                  f"{steps})):"]
         depth = 2
     else:
-        lines, depth = [*lines, f"for i0 in range({rows}):"], 1
+        lines, depth = [*lines, f"for {step} in range({steps}):"], 1
     width = LINE_LIMIT - len(INDENT) * (depth + 1)
     body = []
+    for k, row in enumerate(in_step if per_step > 1 else ()):
+        first = f"{per_step} * {step}" + (f" + {k}" if k else "")
+        body.append(f"{row.row} = min({first}, {rows - 1})" if k and steps * per_step > rows
+                    else f"{row.row} = {first}")
     for t, name in local.slices.items():
-        base = index(nest, t, inner=False)
-        body.append(f"{name} = {names[t]}[{base}:{base} + {cols}]" if base != "0"
-                    else f"{name} = {names[t]}[:{cols}]")
-    exprs = {v.tensor: value_literal(v) for v in ir.values if v.literal is not None}
-    exprs.update((t, element(names, nest, local, t)) for t in nest.reads)
+        if nest.loops.broadcast[t][0]:         # the same [cols] row for every row
+            body.append(f"{name} = {names[t]}[:{cols}]")
+            continue
+        for row in in_step:
+            base = row_index(nest, t, row.row, inner=False)
+            body.append(f"{row.local.slices[t]} = {names[t]}[{base}:{base} + {cols}]")
+    if per_step > 1:
+        body += [f"{row.local.stages[t]} = {name}[{k * cols}:{(k + 1) * cols}]"
+                 for t, name in local.stages.items() for k, row in enumerate(in_step)]
+    literals = {v.tensor: value_literal(v) for v in ir.values if v.literal is not None}
+    exprs = [{**literals, **{t: row_element(row.names, nest, row.local, t, row.row)
+                             for t in nest.reads}} for row in in_step]
     for number, per_row in enumerate(nest.per_row):
-        body += statements(ir, names, nest, local, fast, per_row, exprs, width)
+        for row, row_exprs in zip(in_step, exprs):
+            body += statements(ir, nest, row, fast, per_row, row_exprs, width)
         if number == len(nest.stages) or not nest.stages[number]:
             continue
         stage = nest.stages[number]
         reductions = [op for op in stage if op.reduction]
+        checked = fast is not None and any(op.output in fast.checked for op in stage)
         ops = ", ".join(dict.fromkeys(op.op for op in stage))
-        body += [f"# Pass {number + 1} over the row: {ops}",
-                 *(f"{accumulator(names, local, op)} = {op.spec.init}" for op in reductions),
-                 f"for i1 in range({length}):",
-                 *(INDENT + line for line in statements(ir, names, nest, local, fast, stage,
-                                                        exprs, width - len(INDENT)))]
-        for op in reductions:
-            acc = accumulator(names, local, op)
-            if op.spec.finish != "{acc}":
-                body.append(f"{acc} = " + op.spec.finish.format(acc=acc,
-                                                              n=reduced_count(ir, op)))
-            if op.output in nest.writes:
-                body.append(f"{element(names, nest, local, op.output)} = {acc}")
+        body.append(f"# Pass {number + 1} over the row{'s' if per_step > 1 else ''}: {ops}")
+        if checked:
+            body += ["# 0 * v is NaN for an inf or NaN v, else 0: the sum of them over a row, "
+                     "NaN if any.", *(f"{row.checks} = np.float32(0.0)" for row in in_step)]
+        body += [f"{accumulator(row.names, row.local, op)} = {op.spec.init}"
+                 for row in in_step for op in reductions]
+        body.append(f"for i1 in range({length}):")
+        for row, row_exprs in zip(in_step, exprs):
+            body += [INDENT + line for line in statements(
+                ir, nest, row, fast, stage, row_exprs, width - len(INDENT), row.checks)]
+        for row in in_step:
+            for op in reductions:
+                acc = accumulator(row.names, row.local, op)
+                if op.spec.finish != "{acc}":
+                    body.append(f"{acc} = " + op.spec.finish.format(
+                        acc=acc, n=reduced_count(ir, op)))
+                if op.output in nest.writes:
+                    body.append(f"{row_element(row.names, nest, row.local, op.output, row.row)}"
+                                f" = {acc}")
+        if checked:
+            body += wrap_call("misses = max(", ["misses", *(f"nonfinite({row.checks})"
+                                                            for row in in_step)], ")",
+                              width=width)
     return lines + [INDENT * depth + line for line in body]
+
+
+#: Rows of a rows nest a step goes through together (schedule._rows_nest sets the step).
+ROW_SUFFIXES = ("_a", "_b", "_c", "_d")
+
+
+@dataclass(frozen=True)
+class RowNames:
+    """What one row of a rows nest step is called: its index variable, the names of the values
+    the nest computes for it and of its slices and row buffers, and its inf/NaN check."""
+    row: str
+    names: dict
+    local: NestNames
+    checks: str
+
+
+def row_names(ir: KernelIR, names: dict[int, str], nest: Nest, local: NestNames,
+              fast: FastPath | None) -> list[RowNames]:
+    """Per row of a step, names suffixed `_a`, `_b`, ... (none for one row a step) for all that
+    differs from row to row; a [cols] operand's slice is the step's."""
+    rows, cols = nest.loops.sizes
+    per_step = nest.tile // cols
+    taken = kernel_names(names, local)
+    suffixes = ROW_SUFFIXES[:per_step] if per_step > 1 else ("",)
+    computed = {op.output for op in nest.ops} - set(nest.writes)    # scalars, not arrays
+    result = []
+    for suffix in suffixes:
+        def rename(name: str) -> str:
+            return fresh_name(name + suffix, taken) if suffix else name
+
+        row_local = NestNames(
+            {t: rename(n) for t, n in local.stages.items()}, local.rows,
+            {t: n if nest.loops.broadcast[t][0] else rename(n) for t, n in local.slices.items()},
+            {t: rename(n) for t, n in local.accumulators.items()})
+        row_names_ = {**names, **{t: rename(names[t]) for t in sorted(computed)}}
+        checks = fresh_name("checks" + suffix, taken) if fast is not None and fast.checked \
+            else ""
+        result.append(RowNames(rename("i0"), row_names_, row_local, checks))
+    return result
+
+
+def kernel_names(names: dict[int, str], local: NestNames) -> set[str]:
+    """The identifiers a nest's new names must not take: tensors', reserved and its locals."""
+    return (set(names.values()) | RESERVED | set(local.stages.values())
+            | set(local.rows.values()) | set(local.slices.values())
+            | set(local.accumulators.values()))
+
+
+def fresh_name(base: str, taken: set[str]) -> str:
+    """`base`, or `base_1`, `base_2`, ... if taken; the name is taken from then on."""
+    name, suffix = base, 1
+    while name in taken:
+        name, suffix = f"{base}_{suffix}", suffix + 1
+    taken.add(name)
+    return name
+
+
+def row_index(nest: Nest, tensor: int, row: str, inner: bool = True) -> str:
+    """`index` in a rows nest, the row's index variable for the row loop's."""
+    terms = []
+    for d, stride in nest.loops.strides(tensor):
+        if d == 1 and not inner:
+            continue
+        var = row if d == 0 else "i1"
+        terms.append(f"{var} * {stride}" if stride != 1 else var)
+    return " + ".join(terms) or "0"
+
+
+def row_element(names: dict[int, str], nest: Nest, local: NestNames, tensor: int,
+                row: str) -> str:
+    """`element` in a rows nest for the row with index variable `row`."""
+    if tensor in local.slices:
+        return f"{local.slices[tensor]}[i1]"
+    return f"{names[tensor]}[{row_index(nest, tensor, row)}]"
 
 
 def accumulator(names: dict[int, str], local: NestNames, op: Op) -> str:
@@ -324,12 +432,15 @@ def accumulator(names: dict[int, str], local: NestNames, op: Op) -> str:
     return local.accumulators.get(op.output, names[op.output])
 
 
-def statements(ir: KernelIR, names: dict[int, str], nest: Nest, local: NestNames,
-               fast: FastPath | None, ops: tuple[Op, ...], exprs: dict[int, str],
-               width: int) -> list[str]:
-    """One statement per op of a rows nest, in a pass or per row: a reduction adds its operand
-    to its accumulator; other ops as loop_body writes them. Updates `exprs` with how later
-    statements read each result."""
+def statements(ir: KernelIR, nest: Nest, row: RowNames, fast: FastPath | None,
+               ops: tuple[Op, ...], exprs: dict[int, str], width: int,
+               checks: str = "") -> list[str]:
+    """One statement per op of a rows nest for one row, in a pass or per row: a reduction adds
+    its operand to its accumulator; other ops as loop_body writes them. In a pass (`checks`,
+    with `fast`), a value the fast loop checks is added to the row's check as 0 * value, a
+    cheaper sum than an integer max of nonfinite(); per row `misses` counts it. Updates `exprs`
+    with how later statements read each result."""
+    names, local = row.names, row.local
     lines, misses = [], []
     for op in ops:
         args = [exprs[t] for t in op.inputs]
@@ -341,14 +452,18 @@ def statements(ir: KernelIR, names: dict[int, str], nest: Nest, local: NestNames
             continue
         target = names[op.output]
         if op.output in nest.writes:
-            target = element(names, nest, local, op.output)
+            target = row_element(names, nest, local, op.output, row.row)
         elif op.output in local.stages:
             target = f"{local.stages[op.output]}[i1]"
         lines += assignment(target, op_expression(ir, names, op, args, bool(fast)), width)
         if fast and op.node in fast.guarded:
             misses.append(op.spec.guard.format(a=args[0]))
         if fast and op.output in fast.checked:
-            misses.append(f"nonfinite({target})")
+            if checks:
+                lines += assignment(checks, f"add_reassoc({checks}, {target} * np.float32(0.0))",
+                                    width)
+            else:
+                misses.append(f"nonfinite({target})")
         exprs[op.output] = target
     if len(misses) == 1:
         lines += wrap_call("misses = max(", ["misses", *misses], ")", width=width)
@@ -364,8 +479,9 @@ def nest_comment(names: dict[int, str], nest: Nest, number: int, threads: int) -
         how += ", 64 elements a step with byte shuffles where the CPU has them (codegen.lut)"
     elif nest.kind == "rows":
         rows, cols = nest.loops.sizes
-        how = (f" as {rows} rows of {cols}, row by row: one pass over the row per phase, "
-               "the per-row values in registers")
+        per_step = nest.tile // cols
+        how = (f" as {rows} rows of {cols}, {per_step} row{'s' if per_step > 1 else ''} a step: "
+               "one pass over the step's rows per phase, the per-row values in registers")
     elif nest.row_tiled:
         period = nest.periodic[0][1]
         how += f" in tiles of {nest.tile // period} rows of {period}"

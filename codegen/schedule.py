@@ -21,8 +21,8 @@ input's domain, accumulating, and what reads its result runs in a later phase, s
 keyed by (domain, phase), phase(op) = max over its inputs of the producer's phase, + 1 past a
 reduction. The reductions over the trailing dims of one [rows, C] domain (LayerNorm, softmax)
 and the ops around them become one `rows` nest, run before the partition's other nests: one
-loop over rows, in it one pass over the row's C elements per phase (producers and scalar
-accumulators), and between passes the per-row ops on scalars. The row stays in L1, so the
+loop over rows (two a step, ROWS_PER_STEP), in it one pass over the row's C elements per phase
+(producers and scalar accumulators), and between passes the per-row ops on scalars. The row stays in L1, so the
 input is read from memory once; values one pass computes for a later one go through a row
 buffer (the stage buffers of a tile of one row). Threads split the rows, never a reduction.
 Any other reduction (H,W of NHWC) is an ordinary nest over its input's domain accumulating
@@ -37,7 +37,7 @@ import math
 from dataclasses import dataclass
 
 from .ir import IRError, KernelIR, Op, reduced_shape
-from .ops import TRANSCENDENTAL
+from .ops import TRANSCENDENTAL, TRANSCENDENTAL_COST
 
 #: Innermost loops shorter than this are made longer, by row tiles of about ROW_TILE elements
 #: (long enough that each tile's loop setup is small against its work); stage tiles are TILE.
@@ -52,6 +52,14 @@ TILE_MIN = 64
 #: Elements of one iteration of LLVM's vectorised loop (16 float32 lanes, interleaved 4 times):
 #: row tiles are a multiple of it, so no element of a whole tile runs in the scalar remainder.
 VECTOR_BLOCK = 64
+
+#: Rows a rows nest takes through its passes together (its `tile` is their elements): the
+#: reductions of a row of 96-200 elements end in horizontal sums, divisions and square roots
+#: that one row alone leaves the core waiting on; a second row's work fills the wait (LayerNorm
+#: [3136, 96] ran 1.8x faster with two, and four were slower on rows of 128 and 192). A nest
+#: with a transcendental op (softmax's exp) keeps the core busy with one row, and ran slower
+#: with two: it takes one row a step.
+ROWS_PER_STEP = 2
 
 
 @dataclass(frozen=True)
@@ -279,7 +287,9 @@ def _rows_nest(ir: KernelIR, phases: dict[int, int]) -> Nest | None:
     for t in (*reads, *taken):
         row_part, col_part = parts(t)
         broadcast[t] = (math.prod(row_part) == 1, math.prod(col_part) == 1)
-    return Nest(rows + cols, ops, LoopNest(sizes, broadcast), reads, writes, tile=sizes[1],
+    transcendental = any(op.spec.cost >= TRANSCENDENTAL_COST for op in full_ops)
+    tile = sizes[1] * (1 if transcendental else min(ROWS_PER_STEP, sizes[0]))
+    return Nest(rows + cols, ops, LoopNest(sizes, broadcast), reads, writes, tile=tile,
                 stages=stage_ops, kind="rows", per_row=per_row)
 
 

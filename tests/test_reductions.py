@@ -73,11 +73,18 @@ def test_layernorm_is_one_rows_nest_with_a_pass_per_phase():
         ["MEAN"], ["SQUARED_DIFFERENCE", "MEAN"], ["SUB", "MUL", "MUL"]]
     assert [[op.op for op in ops] for ops in nest.per_row] == [[], [], ["ADD", "RSQRT"], []]
     assert plan(ir).buffers == ()
+    assert nest.tile == 2 * 192                 # two rows a step, the last one 196 twice
     source = render_kernel(ir, LAYOUT)
-    assert "for i0 in range(197):" in source and source.count("for i1 in range(row_length):") >= 3
+    assert "for step in range(99):" in source and source.count("for i1 in range(row_length):") >= 3
+    assert "i0_a = 2 * step" in source and "i0_b = min(2 * step + 1, 196)" in source
     assert "row_length = t0.shape[0] // 197" in source
-    assert "t1 = add_reassoc(t1, t0_t[i1])" in source and "t1 = t1 / np.float32(192)" in source
-    assert "t6 = rsqrt(t5)" in source          # per row, a register
+    for row in "ab":                           # each row of the step under its own names
+        assert f"t1_{row} = add_reassoc(t1_{row}, t0_t_{row}[i1])" in source
+        assert f"t1_{row} = t1_{row} / np.float32(192)" in source
+        assert f"t6_{row} = rsqrt(t5_{row})" in source       # per row, a register
+    # The fast loop counts an inf or NaN output per row, as a sum of 0 * value.
+    assert "checks_a = add_reassoc(checks_a, t10_t_a[i1] * np.float32(0.0))" in source
+    assert "misses = max(misses, nonfinite(checks_a), nonfinite(checks_b))" in source
 
 
 def test_softmax_lowers_to_row_max_exp_sum_and_one_multiply():
@@ -87,6 +94,8 @@ def test_softmax_lowers_to_row_max_exp_sum_and_one_multiply():
     (nest,) = plan(ir).nests
     assert nest.kind == "rows" and len(nest.stages) == 3
     assert [[op.op for op in ops] for ops in nest.per_row][2] == ["RECIPROCAL"]
+    assert nest.tile == 197                    # exp keeps the core busy: one row a step
+    assert "for i0 in range(6):" in render_kernel(ir, LAYOUT)
 
 
 def test_squeeze_over_h_w_accumulates_in_its_input_nest():
@@ -124,7 +133,7 @@ def test_a_pool_after_a_layernorm_is_a_nest_after_its_rows_nest():
     assert rows.writes == (2,) and dict(plan(ir).buffers) == {2: 64 * 32}
     assert pool.kind == "elementwise" and [op.op for op in pool.ops] == ["MEAN"]
     source = render_kernel(ir, LAYOUT)
-    assert "t2_t[i1] = clamp_overflow(t0_t[i1] - t1)" in source
+    assert "t2_t_b[i1] = clamp_overflow(t0_t_b[i1] - t1_b)" in source
     assert "t3[i1] = t3[i1] + t2[i0 * 32 + i1]" in source
 
 
@@ -181,7 +190,7 @@ def one_kernel(model: bytes, cache_dir: str, threads: int = 1):
 def test_converter_layernorm_is_one_kernel_reading_its_input_once(cache_dir, rng, shape):
     model = converter_layernorm(shape)
     interpreter, source = one_kernel(model, cache_dir)
-    assert "row by row" in source
+    assert "2 rows a step: one pass over the step's rows per" in source
     assert ("# Pass 3 over the row" in source) == (shape[-1] > 1)   # else all per row
     x = (rng.standard_normal(shape) * 3).astype(np.float32)
     got, = run(interpreter, [x])
@@ -189,6 +198,30 @@ def test_converter_layernorm_is_one_kernel_reading_its_input_once(cache_dir, rng
     # x * s + (beta - mean * s) cancels: errors in the mean show against the row's magnitude.
     scale = np.abs(x).max(axis=-1, keepdims=True) * 1.5 + 1
     assert np.all(np.abs(got - want) <= 8 * np.spacing(scale.astype(np.float32)))
+
+
+def test_layernorm_rows_in_pairs_odd_rows_threads_and_inf_rows(cache_dir, rng):
+    """701 rows two a step (the last has row 700 twice), on 1 and 2 threads alike; a row with
+    inf or NaN sends the fast loop's check to the exact loop, which gives LiteRT's values."""
+    shape = (1, 701, 96)
+    model = converter_layernorm(shape)
+    one, source = one_kernel(model, cache_dir)
+    assert "i0_b = min(2 * step + 1, 700)" in source
+    two, parallel = one_kernel(model, cache_dir, threads=2)
+    assert "for part in prange(2):" in parallel
+    x = (rng.standard_normal(shape) * 3).astype(np.float32)
+    special = x.copy()
+    special[0, 5, 7], special[0, 700, 0], special[0, 8, 95] = np.inf, np.nan, -np.inf
+    scale = np.abs(x).max(axis=-1, keepdims=True) * 1.5 + 1
+    for data in (x, special):
+        got, = run(one, [data])
+        assert same_bits(run(two, [data])[0], got)
+        want, = run(builtin_interpreter(model), [data])
+        assert same_bits(np.isnan(got), np.isnan(want))
+        assert np.all(np.isnan(got[0, [5, 8, 700]])) == (data is special)
+        ok = ~np.isnan(want)
+        assert np.all(np.abs(got - want)[ok] <= np.broadcast_to(
+            8 * np.spacing(scale.astype(np.float32)), got.shape)[ok])
 
 
 def test_softmax_with_its_scale_is_one_kernel_and_thread_count_does_not_change_it(cache_dir, rng):
@@ -232,6 +265,31 @@ def test_a_non_constant_axis_is_not_claimed(cache_dir):
     delegate = FusionDelegate(cache_dir=cache_dir, min_speedup=0.0)
     builtin_interpreter(b.to_bytes(), [delegate])
     assert delegate.claims[0].reason == "axis tensor not a constant int32 tensor"
+
+
+def test_softmax_exp_is_exp_fast_where_normal_and_flushes_below():
+    """_exp_nonpositive_fast5 (softmax's exp with beta >= 0) against exp_fast_f32 on every
+    257th float32 in [-88, -0] and the edges: the same bits wherever exp_fast_f32's result is
+    normal, within 2^-126 of it below (+0 under 2^-126.5), +0 for -inf, NaN for NaN."""
+    from numba import njit
+
+    from codegen.mathf32 import _exp_nonpositive_fast5, exp_fast_f32
+
+    @njit
+    def both(xs):
+        fused, fast = np.empty_like(xs), np.empty_like(xs)
+        for i in range(xs.size):
+            fused[i], fast[i] = _exp_nonpositive_fast5(xs[i]), exp_fast_f32(xs[i])
+        return fused, fast
+
+    bits = np.arange(0x80000000, 0xC2B00001, 257, dtype=np.uint64).astype(np.uint32)
+    edges = np.float32([-0.0, 0.0, -87.33654, -87.68, -88.0, -100.0, -1e30, -np.inf, np.nan])
+    got, fast = both(np.concatenate([bits.view(np.float32), edges]))
+    normal = fast >= np.float32(SUBNORMAL)
+    assert same_bits(got[normal], fast[normal]) and normal.sum() > 4_000_000
+    below = ~normal & ~np.isnan(fast)
+    assert np.all(np.abs(got[below] - fast[below]) <= SUBNORMAL)
+    assert list(got[-5:-1]) == [0.0] * 4 and np.isnan(got[-1]) and got[-9] == got[-8] == 1.0
 
 
 # --------------------------------------------------------------- random models with reductions
