@@ -48,8 +48,18 @@ SPECIAL = np.array(
 N_SAMPLE = 150_000
 
 
-@functools.cache
 def unary_loop(fn, fused=True):
+    """One compiled loop per (fn, fused), however the arguments are passed: the LLVM tests
+    inspect the loop an earlier `apply` compiled."""
+    return _unary_loop(fn, fused)
+
+
+def binary_loop(fn, fused=True):
+    return _binary_loop(fn, fused)
+
+
+@functools.cache
+def _unary_loop(fn, fused):
     @numba.njit(error_model="numpy")
     def loop(x, out):
         for i in range(x.size):
@@ -61,7 +71,7 @@ def unary_loop(fn, fused=True):
 
 
 @functools.cache
-def binary_loop(fn, fused=True):
+def _binary_loop(fn, fused):
     @numba.njit(error_model="numpy")
     def loop(x, y, out):
         for i in range(x.size):
