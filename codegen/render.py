@@ -36,8 +36,9 @@ KERNEL_HELPERS = {**HELPER_MODULES, "repeated": "codegen.scalar",
                   **{name: "codegen.fixedpoint" for name, helper in vars(fixedpoint).items()
                      if getattr(helper, "__module__", None) == fixedpoint.__name__}}
 RESERVED = {"np", "carray", "cfunc", "njit", "prange", "context", "node", "tensors", "range",
-            "min", "max", "misses", "part", "tile", "start", "stop", "base", "k", "row_length",
-            "FLT_MAX", "NAN", "INF", *KERNEL_HELPERS}
+            "min", "max", "misses", "part", "tile", "block", "start", "stop", "base", "j", "k",
+            "row_length", "FLT_MAX", "NAN", "INF", "INF_BITS", "NoAliasCompiler",
+            *KERNEL_HELPERS}
 
 
 @dataclass(frozen=True)
@@ -149,7 +150,7 @@ def render_kernel(ir: KernelIR, layout: TensorTableLayout) -> str:
     if fast.pays:
         lines = [*fast.comment(), "misses = np.int32(0)",
                  *nest_blocks(ir, names, schedule, threads, local, fast),
-                 "if misses == 0:", INDENT + "return", *EXACT_LOOP_COMMENT, *exact]
+                 "if misses < INF_BITS:", INDENT + "return", *EXACT_LOOP_COMMENT, *exact]
     else:
         lines = exact
     allocations = [f"{names[t]} = np.empty({n}, np.{ir.value(t).dtype})"
@@ -161,7 +162,8 @@ def render_kernel(ir: KernelIR, layout: TensorTableLayout) -> str:
     parallel = ", parallel=True" if max(threads, default=1) > 1 else ""
     signature = "void(" + ", ".join(f"{ir.value(t).dtype}[::1]" for t in memory) + ")"
     kernel = [f"@njit('{signature}',",
-              f"      error_model='numpy', nogil=True, cache=True{parallel})",
+              f"      error_model='numpy', nogil=True, cache=True{parallel}, "
+              "pipeline_class=NoAliasCompiler)",
               *wrap_call(f"def {ir.name}(", [names[t] for t in memory], "):"),
               *(INDENT + line for line in lines)]
     lines = header(ir, names, schedule) + [
@@ -234,14 +236,15 @@ def nest_blocks(ir: KernelIR, names: dict[int, str], schedule: Schedule, threads
             lines += [*nest_comment(names, nest, number, n),
                       *rows_nest(ir, names, nest, n, nest_local, fast)]
             continue
-        depth = 1 + len(nest.loops.sizes) + (n > 1) + (nest.tile > 0)
+        depth = len(outer_levels(nest)) + 1 + (n > 1) + (nest.tile > 0)
         bodies = loop_body(ir, names, nest, nest_local, fast, depth)
         lines += [*nest_comment(names, nest, number, n),
                   *(f"{rows} = repeated({names[t]}, {nest.tile})"
                     for t, rows in nest_local.rows.items()),
                   *(f"{names[op.output]}[:] = {op.spec.init}" for op in nest.ops
                     if op.reduction),
-                  *loop_nest(ir, nest, n, names, nest_local, bodies),
+                  *loop_nest(ir, nest, n, names, nest_local, bodies,
+                             block_checks(names, nest, fast)),
                   *(line for op in nest.ops if op.reduction for line in finish(ir, names, op))]
     return lines
 
@@ -342,15 +345,11 @@ def statements(ir: KernelIR, names: dict[int, str], nest: Nest, local: NestNames
             target = f"{local.stages[op.output]}[i1]"
         lines += assignment(target, op_expression(ir, names, op, args, bool(fast)), width)
         if fast and op.node in fast.guarded:
-            misses.append(op.spec.guard.format(a=args[0]))
+            misses.append(f"miss_if({op.spec.guard.format(a=args[0])})")
         if fast and op.output in fast.checked:
-            misses.append(f"nonfinite({target})")
+            misses.append(f"magnitude({target})")
         exprs[op.output] = target
-    if len(misses) == 1:
-        lines += wrap_call("misses = max(", ["misses", *misses], ")", width=width)
-    elif misses:
-        lines += wrap_call("misses = max(misses, max(", misses, "))", width=width)
-    return lines
+    return lines + count_misses(misses, width)
 
 
 def nest_comment(names: dict[int, str], nest: Nest, number: int, threads: int) -> list[str]:
@@ -365,6 +364,8 @@ def nest_comment(names: dict[int, str], nest: Nest, number: int, threads: int) -
     elif nest.row_tiled:
         period = nest.periodic[0][1]
         how += f" in tiles of {nest.tile // period} rows of {period}"
+    elif nest.row_block:
+        how += f" in blocks of {nest.row_block} rows"
     elif nest.tile:
         how += f" in tiles of {nest.tile}, stage by stage"
     if threads > 1:
@@ -391,7 +392,7 @@ class FastPath:
     bit (NaN payloads aside); any miss: the kernel runs the exact loop over everything.
     """
     dropped: int                       # clamps left out
-    checked: tuple[int, ...]           # tensors counted by nonfinite()
+    checked: tuple[int, ...]           # tensors whose magnitude() is counted
     guarded: tuple[int, ...]           # nodes run with their fast_expr
 
     @classmethod
@@ -420,9 +421,10 @@ class FastPath:
         if self.guarded:
             skipped.append("sin/cos's large-angle reduction")
             counted.append("angles of 2**16 or more")
-        text = (f"Fast loop, without {' and '.join(skipped)}. `misses` counts the "
-                f"{' and '.join(counted)} for which it could differ from LiteRT; any miss and "
-                "the exact loop runs instead.")
+        text = (f"Fast loop, without {' and '.join(skipped)}. `misses` keeps the largest "
+                "magnitude() (the bits of |value|) of the values it checks; it reaches INF_BITS "
+                f"with any of the {' and '.join(counted)} for which the fast loop could differ "
+                "from LiteRT, and then the exact loop runs instead.")
         return ["# " + line for line in textwrap.wrap(text, LINE_LIMIT - 2 - len(INDENT))]
 
     @property
@@ -442,8 +444,12 @@ def parallel_threads(requested: int, nest: Nest) -> int:
 
 
 def outer_levels(nest: Nest) -> list[tuple[str, int]]:
-    """(loop variable, trip count) of each loop level; tiled, the innermost is over tiles."""
+    """(loop variable, trip count) of each loop level; tiled, the innermost is over tiles; in
+    row blocks, the outermost over blocks (the rows of a block: at most `row_block`)."""
     sizes = nest.loops.sizes
+    if nest.row_block:
+        return [("block", -(-sizes[0] // nest.row_block)), ("i0", nest.row_block),
+                ("i1", sizes[1])]
     levels = [(f"i{d}", n) for d, n in enumerate(sizes[:-1])]
     if nest.tile:
         return levels + [("tile", -(-sizes[-1] // nest.tile))]
@@ -451,16 +457,22 @@ def outer_levels(nest: Nest) -> list[tuple[str, int]]:
 
 
 def loop_nest(ir: KernelIR, nest: Nest, threads: int, names: dict[int, str], local: NestNames,
-              bodies: list[list[str]]) -> list[str]:
+              bodies: list[list[str]], after_block: list[str]) -> list[str]:
     """The loops around the stage bodies. Tiled, the innermost dimension runs tile by tile,
-    each stage's loop over the whole tile before the next stage's. With threads, the outermost
-    loop is cut into one contiguous part per thread, a prange over the parts (numba's pool
-    may be larger: the parts bound the threads used), and each part has its own tile buffers."""
+    each stage's loop over the whole tile before the next stage's. In row blocks, the rows
+    run block by block, `after_block` after each block. With threads, the outermost loop is
+    cut into one contiguous part per thread, a prange over the parts (numba's pool may be
+    larger: the parts bound the threads used), and each part has its own tile buffers."""
     inner = len(nest.loops.sizes) - 1
     lines, depth = [], 0
     for level, (name, n) in enumerate(outer_levels(nest)):
         pad = INDENT * depth
-        if level == 0 and threads > 1:
+        if nest.row_block and name == "i0":
+            first = f"block * {nest.row_block}"
+            lines.append(f"{pad}for i0 in range({first}, "
+                         f"min({first} + {nest.row_block}, {nest.loops.sizes[0]})):")
+            depth += 1
+        elif level == 0 and threads > 1:
             step = -(-n // threads)
             lines += [f"{pad}for part in prange({threads}):",
                       *(pad + INDENT + line for line in tile_allocations(ir, nest, local)),
@@ -471,6 +483,10 @@ def loop_nest(ir: KernelIR, nest: Nest, threads: int, names: dict[int, str], loc
             lines.append(f"{pad}for {name} in range({n}):")
             depth += 1
     pad = INDENT * depth
+    if nest.row_block:
+        pad = INDENT * (depth - 2)
+        return lines + [INDENT * depth + line for line in bodies[0]] + [
+            pad + line for line in after_block]
     if not nest.tile:
         return lines + [pad + line for line in bodies[0]]
     lines += [f"{pad}start = tile * {nest.tile}",
@@ -568,23 +584,43 @@ def loop_body(ir: KernelIR, names: dict[int, str], nest: Nest, local: NestNames,
                 target = f"{local.stages[op.output]}[{inner}]"
             args = [exprs[t] for t in op.inputs]
             if fast and op.node in fast.guarded:
-                misses.append(op.spec.guard.format(a=args[0]))
+                misses.append(f"miss_if({op.spec.guard.format(a=args[0])})")
             if op.reduction:           # into its result's element, in the input's order
                 expr = op.spec.combine.format(acc=target, a=args[0])
             else:
                 expr = op_expression(ir, names, op, args, bool(fast))
             lines += assignment(target, expr, width)
-            if fast and op.output in fast.checked:
-                misses.append(f"nonfinite({target})")
+            if fast and op.output in fast.checked and not (
+                    nest.row_block and op.output in nest.writes):
+                misses.append(f"magnitude({target})")
             exprs[op.output] = target
-        if misses:
-            # An int32 max-reduction of one max per element: what LLVM vectorises at full width.
-            if len(misses) == 1:
-                lines += wrap_call("misses = max(", ["misses", *misses], ")", width=width)
-            else:
-                lines += wrap_call("misses = max(misses, max(", misses, "))", width=width)
-        bodies.append(lines)
+        bodies.append(lines + count_misses(misses, width))
     return bodies
+
+
+def count_misses(misses: list[str], width: int) -> list[str]:
+    """`misses` updated with the largest of the values `misses` lists: one int32 max per
+    element, of all the checks joined (with one update per check LLVM does not see a
+    reduction, and leaves the loop scalar)."""
+    if len(misses) == 1:
+        return wrap_call("misses = max(", ["misses", *misses], ")", width=width)
+    if misses:
+        return wrap_call("misses = max(misses, max(", misses, "))", width=width)
+    return []
+
+
+def block_checks(names: dict[int, str], nest: Nest, fast: FastPath | None) -> list[str]:
+    """After a row block, the fast loop's checks of what the block stored: one flat loop over
+    the block's elements, still in L1, instead of a check per element in the short inner loop
+    (which would finish its max-reduction every row)."""
+    checked = [t for t in nest.writes if fast and t in fast.checked]
+    if not nest.row_block or not checked:
+        return []
+    rows, cols = nest.loops.sizes
+    first = f"block * {nest.row_block}"
+    return [f"for j in range({first} * {cols}, min({first} + {nest.row_block}, {rows}) * {cols}):",
+            *(INDENT + line for line in count_misses(
+                [f"magnitude({names[t]}[j])" for t in checked], LINE_LIMIT - 4 * len(INDENT)))]
 
 
 def element(names: dict[int, str], nest: Nest, local: NestNames, tensor: int) -> str:
@@ -653,9 +689,10 @@ def module_imports(body: list[str], parallel: bool, dtypes: set[str]) -> list[st
         lines += [line] if len(line) <= LINE_LIMIT else wrap_call(
             f"from {module} import (", names, ")")
     pointers = sorted({POINTERS[dtype] for dtype in dtypes})
-    lines += [f"from codegen.native import {', '.join(pointers)}, load_i64", "",
+    lines += [f"from codegen.native import {', '.join(pointers)}, load_i64",
+              "from codegen.compile import NoAliasCompiler", "",
               "FLT_MAX = np.float32(3.4028234663852886e38)", "INF = np.float32(np.inf)",
-              "NAN = np.float32(np.nan)"]
+              "NAN = np.float32(np.nan)", "INF_BITS = np.int32(0x7F800000)"]
     return lines
 
 

@@ -8,11 +8,16 @@ output shape (Halide's compute_root, tinygrad's placement at the outermost loop 
 ops of one shape share a nest, a nest runs after every nest it reads from, and a value one nest
 computes and a later one reads goes through a buffer of its own size.
 
-Within a nest, two transformations of the loops keep the innermost loop long:
-- row tiles: a nest over [M, C] with a short C whose operands are whole tensors or periodic
-  [C] rows iterates the M * C elements flat, tile by tile, each tile `rows` rows long, with the
-  periodic operands copied `rows` times once per invoke (a 16-wide inner loop is all remainder
-  for a vectorising compiler);
+Within a nest, three transformations of the loops fit it to the vector registers and L1:
+- row blocks: a nest over [M, C] with a short C (a vector or more) whose operands are whole
+  tensors or periodic [C] rows, few enough to stay in vector registers, keeps the plain [M, C]
+  nest (the periodic operands then live in registers for the whole nest) and runs it in
+  blocks of about ROW_TILE elements, each block's outputs checked by the fast loop in one
+  flat loop after it, while they are in L1;
+- row tiles: any other such nest iterates the M * C elements flat, tile by tile, each tile
+  `rows` rows long, with the periodic operands copied `rows` times once per invoke, all the
+  copies within half of L1 (rows shorter than a vector would leave it part empty, and more
+  periodic operands than registers are reloaded every row);
 - stages: several transcendental ops run one loop each over L1-sized tiles (render.py).
 
 Reductions (codegen.ops.REDUCTIONS) add phases: a reduction is computed in the nest of its
@@ -51,6 +56,12 @@ TILE_MIN = 64
 #: Elements of one iteration of LLVM's vectorised loop (16 float32 lanes, interleaved 4 times):
 #: row tiles are a multiple of it, so no element of a whole tile runs in the scalar remainder.
 VECTOR_BLOCK = 64
+#: 32-bit lanes of one vector register (AVX-512), and how many of the 32 registers a nest's
+#: periodic operands may hold for the whole nest (the rest hold the values being computed):
+#: within that, and rows of a vector or more, row blocks; else row tiles (rows of 8 would fill
+#: half a vector: 2.2x slower in blocks; docs/chain_performance.md, proposal 2).
+LANES = 16
+CONSTANT_REGISTERS = 24
 
 
 @dataclass(frozen=True)
@@ -100,8 +111,9 @@ class Nest:
     reads: tensors it loads (partition inputs, buffers and outputs of earlier nests);
     writes: tensors it stores (partition outputs, buffers for later nests). tile > 0: the
     innermost loop runs tile by tile, `tile` elements each; periodic: operands read through a
-    copy repeated to one tile (row tiles), by tensor, with their period; stages: the ops, one
-    group per loop over a tile (one group: a single loop).
+    copy repeated to one tile (row tiles), by tensor, with their period; row_block > 0: the
+    [M, C] nest runs `row_block` rows at a time (row blocks); stages: the ops, one group per
+    loop over a tile (one group: a single loop).
     """
     domain: tuple[int, ...]
     ops: tuple[Op, ...]
@@ -111,6 +123,7 @@ class Nest:
     tile: int = 0
     periodic: tuple[tuple[int, int], ...] = ()
     stages: tuple[tuple[Op, ...], ...] = ()
+    row_block: int = 0
     kind: str = "elementwise"           # "table": one byte LUT over a whole tensor; "rows"
     per_row: tuple[tuple[Op, ...], ...] = ()  # rows: the scalar ops before each stage, and last
 
@@ -306,6 +319,10 @@ def _loops(ir: KernelIR, domain: tuple[int, ...], ops: tuple[Op, ...], reads: tu
         rows, period = loops.sizes
         periodic = tuple((t, period) for t, mask in loops.broadcast.items()
                          if mask == (True, False))
+        if (period >= LANES and -(-period // LANES) * len(periodic) <= CONSTANT_REGISTERS
+                and len(_stages(ops, LoopNest((rows * period,), {}))) == 1):
+            return Nest(domain, ops, loops, reads, writes, stages=(ops,),
+                        row_block=min(rows, max(1, ROW_TILE // period)))
         unit = math.lcm(period, VECTOR_BLOCK)
         target = min(ROW_TILE, ROW_COPIES_BYTES // (4 * len(periodic)))
         tile = min(rows * period, unit * max(1, -(-target // unit)))

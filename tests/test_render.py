@@ -29,7 +29,8 @@ def test_a_chain_of_arithmetic_is_checked_only_at_its_output():
                     ("NEG", (3,), 4, 0)], outputs=(4,), constant=9)
     assert FastPath.of(ir) == FastPath(dropped=3, checked=(4,), guarded=())
     source = render_kernel(ir, LAYOUT)
-    assert "misses = max(misses, nonfinite(t4[i0]))" in source
+    assert "misses = max(misses, magnitude(t4[i0]))" in source
+    assert "if misses < INF_BITS:" in source
     assert source.count("clamp_overflow(") == 3         # all in the exact loop
 
 
@@ -51,7 +52,8 @@ def test_sin_and_cos_are_guarded_and_their_operands_checked():
     source = render_kernel(ir, LAYOUT)
     assert "sin_near_f32(t1)" in source and "sin_f32(t1)" in source
     one_line = " ".join(source.split())
-    assert "max(nonfinite(t1), far_angle(t1), far_angle(t0[i0]), nonfinite(t4[i0]))" in one_line
+    assert ("max(magnitude(t1), miss_if(far_angle(t1)), miss_if(far_angle(t0[i0])), "
+            "magnitude(t4[i0]))") in one_line
 
 
 def test_kernels_without_clamps_to_drop_have_one_loop():
@@ -73,3 +75,29 @@ def test_generated_lines_fit_in_100_columns_however_deep_the_nest():
                            LAYOUT)
     assert "for part in prange(2):" in source and "for tile in" in source and "misses" in source
     assert max(len(line) for line in source.splitlines() if not line.startswith("#")) <= 100
+
+
+def test_kernels_compile_with_noalias_arguments():
+    ir = kernel_ir([("ADD", (0, 0), 1, 0)], outputs=(1,))
+    assert "pipeline_class=NoAliasCompiler)" in render_kernel(ir, LAYOUT)
+
+
+def test_row_blocks_check_their_outputs_after_each_block_in_one_flat_loop():
+    """(x + bias) * scale over [100, 16]: the inner loop over a row only stores; the block's
+    outputs are checked in a flat loop while in L1. The exact loop has the same nest."""
+    values = (Value(0, "x", (100, 16)), Value(1, "bias", (16,)), Value(2, "scale", (16,)),
+              Value(3, "h", (100, 16)), Value(4, "out", (100, 16)))
+    ops = (Op(0, "ADD", (0, 1), 3, (("activation", 0),)),
+           Op(1, "MUL", (3, 2), 4, (("activation", 0),)))
+    source = render_kernel(KernelIR(0, values, ops, inputs=(0, 1, 2), outputs=(4,)), LAYOUT)
+    fast = source.split("    misses = np.int32(0)\n")[1].split("    if misses < INF_BITS:")[0]
+    assert fast.splitlines() == [
+        "    # Nest 1 over [100, 16] in blocks of 64 rows: ADD, MUL -> out",
+        "    for block in range(2):",
+        "        for i0 in range(block * 64, min(block * 64 + 64, 100)):",
+        "            for i1 in range(16):",
+        "                h = x[i0 * 16 + i1] + bias[i1]",
+        "                out[i0 * 16 + i1] = h * scale[i1]",
+        "        for j in range(block * 64 * 16, min(block * 64 + 64, 100) * 16):",
+        "            misses = max(misses, magnitude(out[j]))"]
+    assert source.count("for block in range(2):") == 2

@@ -8,7 +8,7 @@ import pytest
 from conftest import builtin_interpreter, run, same_bits
 from codegen.ir import KernelIR, Op, Value
 from codegen.render import TensorTableLayout, render_kernel
-from codegen.schedule import ROW_COPIES_BYTES, ROW_TILE, VECTOR_BLOCK, plan
+from codegen.schedule import LANES, ROW_COPIES_BYTES, ROW_TILE, VECTOR_BLOCK, plan
 from fusion_delegate import FusionDelegate
 from fusion_delegate.model import ModelBuilder
 
@@ -46,7 +46,7 @@ def test_an_op_on_a_smaller_shape_is_computed_once_at_its_own_shape():
     first, second = plan(ir).nests
     assert first.domain == (24,) and [op.op for op in first.ops] == ["LOGISTIC"]
     assert first.writes == (2,) and plan(ir).buffers == ((2, 24),)
-    assert second.domain == (8, 8, 24) and second.periodic == ((2, 24),)
+    assert second.domain == (8, 8, 24) and second.loops.sizes == (64, 24) and second.row_block
     source = render_kernel(ir, LAYOUT)
     assert source.count("logistic_eigen(") == 1 and "t2[i0] = logistic_eigen(t1[i0])" in source
 
@@ -61,30 +61,52 @@ def test_nests_run_after_what_they_read_whatever_the_op_order():
     assert [op.op for op in nests[1].ops] == ["ADD", "MUL"]
 
 
-@pytest.mark.parametrize("channels", [8, 16, 24, 32, 64, 96])
-def test_short_channel_dims_are_tiled_into_long_inner_loops(channels):
+@pytest.mark.parametrize("channels", [16, 24, 32, 64, 96])
+def test_short_rows_of_a_few_per_channel_operands_run_in_row_blocks(channels):
+    """The plain [M, C] nest, its per-channel operands in registers, about ROW_TILE elements
+    a block."""
     ir = ir_of({0: (1, 40, 40, channels), 1: (channels,), 2: (1, 40, 40, channels)},
                [("ADD", (0, 1), 2)], inputs=(0, 1), outputs=(2,))
     (nest,) = plan(ir).nests
-    assert nest.loops.sizes == (40 * 40 * channels,)
+    assert nest.loops.sizes == (40 * 40, channels) and nest.periodic == () and nest.tile == 0
+    assert nest.row_block == ROW_TILE // channels
+
+
+def test_rows_shorter_than_a_vector_are_tiled_into_long_inner_loops():
+    channels = LANES // 2
+    ir = ir_of({0: (1, 40, 40, channels), 1: (channels,), 2: (1, 40, 40, channels)},
+               [("ADD", (0, 1), 2)], inputs=(0, 1), outputs=(2,))
+    (nest,) = plan(ir).nests
+    assert nest.loops.sizes == (40 * 40 * channels,) and nest.row_block == 0
     unit = math.lcm(channels, VECTOR_BLOCK)     # whole rows, whole vector iterations
     assert nest.tile % unit == 0 and ROW_TILE <= nest.tile < ROW_TILE + unit
     assert nest.periodic == ((1, channels),)
 
 
-@pytest.mark.parametrize("channels", [16, 64])
-def test_the_row_copies_of_many_per_channel_constants_stay_within_half_of_l1(channels):
-    """16 per-channel constants (chain16): 1024-element copies would be 64 KiB."""
-    values = {0: (256, channels), **{1 + k: (channels,) for k in range(16)}}
+def chain16(rows: int, channels: int) -> KernelIR:
+    """16 per-channel constants, alternately multiplied and added."""
+    values = {0: (rows, channels), **{1 + k: (channels,) for k in range(16)}}
     ops, h = [], 0
     for k in range(16):
-        values[17 + k] = (256, channels)
+        values[17 + k] = (rows, channels)
         ops.append(("ADD" if k % 2 else "MUL", (h, 1 + k), 17 + k))
         h = 17 + k
-    (nest,) = plan(ir_of(values, ops, inputs=tuple(range(17)), outputs=(h,))).nests
-    assert len(nest.periodic) == 16
+    return ir_of(values, ops, inputs=tuple(range(17)), outputs=(h,))
+
+
+@pytest.mark.parametrize("channels", [32, 64])
+def test_the_row_copies_of_many_per_channel_constants_stay_within_half_of_l1(channels):
+    """16 per-channel constants of 32 or more do not fit in registers: row tiles, whose
+    1024-element copies would be 64 KiB."""
+    (nest,) = plan(chain16(256, channels)).nests
+    assert len(nest.periodic) == 16 and nest.row_block == 0
     assert 16 * 4 * nest.tile <= ROW_COPIES_BYTES
     assert nest.tile % math.lcm(channels, VECTOR_BLOCK) == 0
+
+
+def test_sixteen_per_channel_constants_of_one_vector_each_run_in_row_blocks():
+    (nest,) = plan(chain16(256, LANES)).nests
+    assert nest.row_block == ROW_TILE // LANES and nest.periodic == ()
 
 
 def test_long_rows_and_row_statistics_are_not_row_tiled():
@@ -157,3 +179,35 @@ def test_exclude_nodes_leaves_those_nodes_to_litert(cache_dir):
     reasons = {index: claim.reason for index, claim in delegate.claims.items()}
     assert reasons[2] == "excluded by the exclude_nodes option"
     assert sum(reason is None for reason in reasons.values()) == 3
+
+
+def per_channel_chain(shape: tuple[int, ...]) -> bytes:
+    """(x * scale + bias) * x: per-channel constants, clamps the fast loop leaves out."""
+    channels = shape[-1]
+    b = ModelBuilder()
+    x = b.input("x", shape)
+    scale = b.const("scale", np.linspace(0.5, 4e37, channels, dtype=np.float32))
+    bias = b.const("bias", np.linspace(-1, 1, channels, dtype=np.float32))
+    h = b.op("ADD", [b.op("MUL", [x, scale], NONE), bias], NONE)
+    b.output(b.op("MUL", [h, x], NONE, name="out"))
+    return b.to_bytes()
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+@pytest.mark.parametrize("special", [None, np.inf, -np.inf, np.nan, -0.0, 3e38])
+def test_row_blocks_keep_litert_semantics_for_inf_nan_and_negative_zero(cache_dir, rng,
+                                                                         special, threads):
+    """One special value (or an overflow to inf) in one row block: the exact loop reruns, and
+    every output is LiteRT's, bit for bit."""
+    shape = (1, 67, 65, 16)
+    model = per_channel_chain(shape)
+    delegate = FusionDelegate(cache_dir=cache_dir, min_speedup=0.0, num_threads=threads)
+    interpreter = builtin_interpreter(model, [delegate], num_threads=threads)
+    assert delegate.summary() == "3 of 3 nodes delegated in 1 partitions"
+    assert "for block in range(" in delegate.kernels[0].kernel.source
+    x = rng.standard_normal(shape).astype(np.float32)
+    if special is not None:
+        x[0, 40, 3, 5] = special
+    got, = run(interpreter, [x])
+    want, = run(builtin_interpreter(model), [x])
+    assert same_bits(got, want)
