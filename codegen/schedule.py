@@ -10,14 +10,14 @@ computes and a later one reads goes through a buffer of its own size.
 
 Within a nest, three transformations of the loops fit it to the vector registers and L1:
 - row blocks: a nest over [M, C] with a short C (a vector or more) whose operands are whole
-  tensors or periodic [C] rows, few enough to stay in vector registers, keeps the plain [M, C]
-  nest (the periodic operands then live in registers for the whole nest) and runs it in
-  blocks of about ROW_TILE elements, each block's outputs checked by the fast loop in one
-  flat loop after it, while they are in L1;
-- row tiles: any other such nest iterates the M * C elements flat, tile by tile, each tile
-  `rows` rows long, with the periodic operands copied `rows` times once per invoke, all the
-  copies within half of L1 (rows shorter than a vector would leave it part empty, and more
-  periodic operands than registers are reloaded every row);
+  tensors or periodic [C] rows, many but few enough to stay in vector registers (chain16's 16
+  per-channel constants at C = 16), keeps the plain [M, C] nest (the periodic operands then
+  live in registers for the whole nest) and runs it in blocks of about ROW_TILE elements,
+  each block's outputs checked by the fast loop in one flat loop after it, while in L1;
+- row tiles: any other such nest with a short C iterates the M * C elements flat, tile by
+  tile, each tile `rows` rows long, with the periodic operands copied `rows` times once per
+  invoke, all the copies within half of L1 (see ROW_BLOCK_OPERANDS for why few operands are
+  not blocked);
 - stages: several transcendental ops run one loop each over L1-sized tiles (render.py).
 
 Reductions (codegen.ops.REDUCTIONS) add phases: a reduction is computed in the nest of its
@@ -58,10 +58,14 @@ TILE_MIN = 64
 VECTOR_BLOCK = 64
 #: 32-bit lanes of one vector register (AVX-512), and how many of the 32 registers a nest's
 #: periodic operands may hold for the whole nest (the rest hold the values being computed):
-#: within that, and rows of a vector or more, row blocks; else row tiles (rows of 8 would fill
-#: half a vector: 2.2x slower in blocks; docs/chain_performance.md, proposal 2).
+#: within that, with rows of a vector or more and ROW_BLOCK_OPERANDS periodic operands or
+#: more, row blocks; else row tiles. Rows of 8 fill half a vector (2.2x slower in blocks);
+#: with 1, 2 or 4 periodic operands LLVM may vectorise the plain nest across rows instead,
+#: with gathers and scatters (5-9x slower at some C in 16..96), while from 8 on, where the
+#: tiles' copies cost the most loads, blocks were never slower (docs/chain_performance.md).
 LANES = 16
 CONSTANT_REGISTERS = 24
+ROW_BLOCK_OPERANDS = 8
 
 
 @dataclass(frozen=True)
@@ -315,14 +319,18 @@ def _loops(ir: KernelIR, domain: tuple[int, ...], ops: tuple[Op, ...], reads: tu
     tile = 0
     if any(op.reduction for op in ops):
         return Nest(domain, ops, loops, reads, writes, stages=(ops,))
+    if _per_channel(loops):
+        rows, period = loops.sizes
+        constants = sum(mask == (True, False) for mask in loops.broadcast.values())
+        if (period >= LANES and ROW_BLOCK_OPERANDS <= constants
+                and len(_stages(ops, LoopNest((rows * period,), {}))) == 1
+                and -(-period // LANES) * constants <= CONSTANT_REGISTERS):
+            return Nest(domain, ops, loops, reads, writes, stages=(ops,),
+                        row_block=min(rows, max(1, ROW_TILE // period)))
     if _row_tileable(loops):
         rows, period = loops.sizes
         periodic = tuple((t, period) for t, mask in loops.broadcast.items()
                          if mask == (True, False))
-        if (period >= LANES and -(-period // LANES) * len(periodic) <= CONSTANT_REGISTERS
-                and len(_stages(ops, LoopNest((rows * period,), {}))) == 1):
-            return Nest(domain, ops, loops, reads, writes, stages=(ops,),
-                        row_block=min(rows, max(1, ROW_TILE // period)))
         unit = math.lcm(period, VECTOR_BLOCK)
         target = min(ROW_TILE, ROW_COPIES_BYTES // (4 * len(periodic)))
         tile = min(rows * period, unit * max(1, -(-target // unit)))
@@ -345,12 +353,17 @@ def _byte_table(ir: KernelIR, ops: tuple[Op, ...], loops: LoopNest) -> bool:
             and ir.value(op.inputs[0]).literal is None)
 
 
-def _row_tileable(loops: LoopNest) -> bool:
-    """A 2-D nest [M, C] with C short, every operand whole, a [C] row or one value."""
-    if len(loops.sizes) != 2 or loops.sizes[1] >= TILE or loops.sizes[0] == 1:
+def _per_channel(loops: LoopNest) -> bool:
+    """A 2-D nest [M, C], every operand whole, a [C] row or one value, and some [C] row."""
+    if len(loops.sizes) != 2 or loops.sizes[0] == 1:
         return False
     masks = set(loops.broadcast.values())
     return (True, False) in masks and masks <= {(False, False), (True, False), (True, True)}
+
+
+def _row_tileable(loops: LoopNest) -> bool:
+    """A per-channel nest with C short."""
+    return _per_channel(loops) and loops.sizes[1] < TILE
 
 
 def _stages(ops: tuple[Op, ...], loops: LoopNest) -> tuple[tuple[Op, ...], ...]:

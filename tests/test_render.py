@@ -83,21 +83,28 @@ def test_kernels_compile_with_noalias_arguments():
 
 
 def test_row_blocks_check_their_outputs_after_each_block_in_one_flat_loop():
-    """(x + bias) * scale over [100, 16]: the inner loop over a row only stores; the block's
-    outputs are checked in a flat loop while in L1. The exact loop has the same nest."""
-    values = (Value(0, "x", (100, 16)), Value(1, "bias", (16,)), Value(2, "scale", (16,)),
-              Value(3, "h", (100, 16)), Value(4, "out", (100, 16)))
-    ops = (Op(0, "ADD", (0, 1), 3, (("activation", 0),)),
-           Op(1, "MUL", (3, 2), 4, (("activation", 0),)))
-    source = render_kernel(KernelIR(0, values, ops, inputs=(0, 1, 2), outputs=(4,)), LAYOUT)
+    """x * c0 + c1 ... over [100, 16], 8 per-channel constants: the inner loop over a row
+    only stores; the block's outputs are checked in a flat loop while in L1. The exact loop
+    has the same nest."""
+    values = [Value(0, "x", (100, 16))]
+    ops, h = [], 0
+    for k in range(8):
+        values += [Value(1 + k, f"c{k}", (16,)), Value(10 + k, f"h{k}", (100, 16))]
+        ops.append(Op(k, "ADD" if k % 2 else "MUL", (h, 1 + k), 10 + k, (("activation", 0),)))
+        h = 10 + k
+    ir = KernelIR(0, tuple(sorted(values, key=lambda v: v.tensor)), tuple(ops),
+                  inputs=tuple(range(9)), outputs=(h,))
+    source = render_kernel(ir, LAYOUT)
     fast = source.split("    misses = np.int32(0)\n")[1].split("    if misses < INF_BITS:")[0]
-    assert fast.splitlines() == [
-        "    # Nest 1 over [100, 16] in blocks of 64 rows: ADD, MUL -> out",
+    lines = fast.splitlines()
+    assert lines[:5] == [
+        "    # Nest 1 over [100, 16] in blocks of 64 rows: MUL, ADD -> h7",
         "    for block in range(2):",
         "        for i0 in range(block * 64, min(block * 64 + 64, 100)):",
         "            for i1 in range(16):",
-        "                h = x[i0 * 16 + i1] + bias[i1]",
-        "                out[i0 * 16 + i1] = h * scale[i1]",
+        "                h0 = x[i0 * 16 + i1] * c0[i1]"]
+    assert lines[-3:] == [
+        "                h7[i0 * 16 + i1] = h6 + c7[i1]",
         "        for j in range(block * 64 * 16, min(block * 64 + 64, 100) * 16):",
-        "            misses = max(misses, magnitude(out[j]))"]
-    assert source.count("for block in range(2):") == 2
+        "            misses = max(misses, magnitude(h7[j]))"]
+    assert fast.count("magnitude(") == 1 and source.count("for block in range(2):") == 2

@@ -8,7 +8,7 @@ import pytest
 from conftest import builtin_interpreter, run, same_bits
 from codegen.ir import KernelIR, Op, Value
 from codegen.render import TensorTableLayout, render_kernel
-from codegen.schedule import LANES, ROW_COPIES_BYTES, ROW_TILE, VECTOR_BLOCK, plan
+from codegen.schedule import ROW_COPIES_BYTES, ROW_TILE, VECTOR_BLOCK, plan
 from fusion_delegate import FusionDelegate
 from fusion_delegate.model import ModelBuilder
 
@@ -46,7 +46,7 @@ def test_an_op_on_a_smaller_shape_is_computed_once_at_its_own_shape():
     first, second = plan(ir).nests
     assert first.domain == (24,) and [op.op for op in first.ops] == ["LOGISTIC"]
     assert first.writes == (2,) and plan(ir).buffers == ((2, 24),)
-    assert second.domain == (8, 8, 24) and second.loops.sizes == (64, 24) and second.row_block
+    assert second.domain == (8, 8, 24) and second.periodic == ((2, 24),)
     source = render_kernel(ir, LAYOUT)
     assert source.count("logistic_eigen(") == 1 and "t2[i0] = logistic_eigen(t1[i0])" in source
 
@@ -61,19 +61,8 @@ def test_nests_run_after_what_they_read_whatever_the_op_order():
     assert [op.op for op in nests[1].ops] == ["ADD", "MUL"]
 
 
-@pytest.mark.parametrize("channels", [16, 24, 32, 64, 96])
-def test_short_rows_of_a_few_per_channel_operands_run_in_row_blocks(channels):
-    """The plain [M, C] nest, its per-channel operands in registers, about ROW_TILE elements
-    a block."""
-    ir = ir_of({0: (1, 40, 40, channels), 1: (channels,), 2: (1, 40, 40, channels)},
-               [("ADD", (0, 1), 2)], inputs=(0, 1), outputs=(2,))
-    (nest,) = plan(ir).nests
-    assert nest.loops.sizes == (40 * 40, channels) and nest.periodic == () and nest.tile == 0
-    assert nest.row_block == ROW_TILE // channels
-
-
-def test_rows_shorter_than_a_vector_are_tiled_into_long_inner_loops():
-    channels = LANES // 2
+@pytest.mark.parametrize("channels", [8, 16, 24, 32, 64, 96])
+def test_short_channel_dims_are_tiled_into_long_inner_loops(channels):
     ir = ir_of({0: (1, 40, 40, channels), 1: (channels,), 2: (1, 40, 40, channels)},
                [("ADD", (0, 1), 2)], inputs=(0, 1), outputs=(2,))
     (nest,) = plan(ir).nests
@@ -83,37 +72,48 @@ def test_rows_shorter_than_a_vector_are_tiled_into_long_inner_loops():
     assert nest.periodic == ((1, channels),)
 
 
-def chain16(rows: int, channels: int) -> KernelIR:
-    """16 per-channel constants, alternately multiplied and added."""
-    values = {0: (rows, channels), **{1 + k: (channels,) for k in range(16)}}
+def chain(rows: int, channels: int, constants: int = 16) -> KernelIR:
+    """Per-channel constants, alternately multiplied and added (chain16)."""
+    values = {0: (rows, channels), **{1 + k: (channels,) for k in range(constants)}}
     ops, h = [], 0
-    for k in range(16):
-        values[17 + k] = (rows, channels)
-        ops.append(("ADD" if k % 2 else "MUL", (h, 1 + k), 17 + k))
-        h = 17 + k
-    return ir_of(values, ops, inputs=tuple(range(17)), outputs=(h,))
+    for k in range(constants):
+        values[100 + k] = (rows, channels)
+        ops.append(("ADD" if k % 2 else "MUL", (h, 1 + k), 100 + k))
+        h = 100 + k
+    return ir_of(values, ops, inputs=tuple(range(constants + 1)), outputs=(h,))
 
 
 @pytest.mark.parametrize("channels", [32, 64])
 def test_the_row_copies_of_many_per_channel_constants_stay_within_half_of_l1(channels):
     """16 per-channel constants of 32 or more do not fit in registers: row tiles, whose
     1024-element copies would be 64 KiB."""
-    (nest,) = plan(chain16(256, channels)).nests
+    (nest,) = plan(chain(256, channels)).nests
     assert len(nest.periodic) == 16 and nest.row_block == 0
     assert 16 * 4 * nest.tile <= ROW_COPIES_BYTES
     assert nest.tile % math.lcm(channels, VECTOR_BLOCK) == 0
 
 
-def test_sixteen_per_channel_constants_of_one_vector_each_run_in_row_blocks():
-    (nest,) = plan(chain16(256, LANES)).nests
-    assert nest.row_block == ROW_TILE // LANES and nest.periodic == ()
+@pytest.mark.parametrize("channels, constants", [(16, 16), (16, 8), (24, 12), (48, 8)])
+def test_many_per_channel_constants_that_fit_in_registers_run_in_row_blocks(channels,
+                                                                            constants):
+    """The plain [M, C] nest, its constants in registers, about ROW_TILE elements a block."""
+    (nest,) = plan(chain(256, channels, constants)).nests
+    assert nest.loops.sizes == (256, channels) and nest.periodic == () and nest.tile == 0
+    assert nest.row_block == ROW_TILE // channels
+
+
+@pytest.mark.parametrize("channels, constants", [(8, 16), (16, 4), (32, 16)])
+def test_short_rows_few_constants_or_too_many_for_registers_stay_row_tiled(channels,
+                                                                           constants):
+    (nest,) = plan(chain(256, channels, constants)).nests
+    assert nest.row_block == 0 and len(nest.periodic) == constants
 
 
 def test_long_rows_and_row_statistics_are_not_row_tiled():
     wide = ir_of({0: (10, 512), 1: (512,), 2: (10, 512)}, [("ADD", (0, 1), 2)], (0, 1), (2,))
     rows = ir_of({0: (10, 16), 1: (10, 1), 2: (16,), 3: (10, 16), 4: (10, 16)},
                  [("SUB", (0, 1), 3), ("MUL", (3, 2), 4)], (0, 1, 2), (4,))
-    assert plan(wide).nests[0].tile == 0
+    assert plan(wide).nests[0].tile == 0 and plan(wide).nests[0].periodic == ()
     assert plan(rows).nests[0].periodic == () and plan(rows).nests[0].loops.sizes == (10, 16)
 
 
@@ -182,13 +182,16 @@ def test_exclude_nodes_leaves_those_nodes_to_litert(cache_dir):
 
 
 def per_channel_chain(shape: tuple[int, ...]) -> bytes:
-    """(x * scale + bias) * x: per-channel constants, clamps the fast loop leaves out."""
+    """((x * scale_0 + bias_1) * scale_2 ...) * x with 8 per-channel constants (row blocks):
+    clamps the fast loop leaves out, and values that overflow (scale_0 up to 4e37)."""
     channels = shape[-1]
     b = ModelBuilder()
     x = b.input("x", shape)
-    scale = b.const("scale", np.linspace(0.5, 4e37, channels, dtype=np.float32))
-    bias = b.const("bias", np.linspace(-1, 1, channels, dtype=np.float32))
-    h = b.op("ADD", [b.op("MUL", [x, scale], NONE), bias], NONE)
+    h = x
+    for k in range(8):
+        top = 4e37 if k == 0 else 2.0
+        values = np.linspace(-1 if k % 2 else 0.5, top, channels, dtype=np.float32)
+        h = b.op("ADD" if k % 2 else "MUL", [h, b.const(f"c{k}", values)], NONE)
     b.output(b.op("MUL", [h, x], NONE, name="out"))
     return b.to_bytes()
 
@@ -203,7 +206,7 @@ def test_row_blocks_keep_litert_semantics_for_inf_nan_and_negative_zero(cache_di
     model = per_channel_chain(shape)
     delegate = FusionDelegate(cache_dir=cache_dir, min_speedup=0.0, num_threads=threads)
     interpreter = builtin_interpreter(model, [delegate], num_threads=threads)
-    assert delegate.summary() == "3 of 3 nodes delegated in 1 partitions"
+    assert delegate.summary() == "9 of 9 nodes delegated in 1 partitions"
     assert "for block in range(" in delegate.kernels[0].kernel.source
     x = rng.standard_normal(shape).astype(np.float32)
     if special is not None:
