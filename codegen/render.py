@@ -184,6 +184,7 @@ class NestNames:
     rows: dict
     slices: dict
     accumulators: dict                 # rows nests: a reduction's register, if stored too
+    unrolled: dict                     # unrolled rows: (tensor, row) -> row's temporary
 
 
 def nest_names(schedule: Schedule, names: dict[int, str]) -> list[NestNames]:
@@ -207,10 +208,13 @@ def nest_names(schedule: Schedule, names: dict[int, str]) -> list[NestNames]:
                   dict(nest.periodic) and not nest.loops.broadcast[t][inner]]
         stored = [op.output for op in nest.ops if op.reduction and op.output in nest.writes
                   and nest.kind == "rows"]
+        temporaries = [op.output for op in nest.ops if op.output not in nest.writes]
         result.append(NestNames({t: fresh(f"{names[t]}_buf") for t in crossing},
                                 {t: fresh(f"{names[t]}_rows") for t, _ in nest.periodic},
                                 {t: fresh(f"{names[t]}_t") for t in dict.fromkeys(sliced)},
-                                {t: fresh(f"{names[t]}_acc") for t in stored}))
+                                {t: fresh(f"{names[t]}_acc") for t in stored},
+                                {(t, row): fresh(f"{names[t]}_r{row}") for row in
+                                 range(1, nest.row_unroll) for t in temporaries}))
     return result
 
 
@@ -237,14 +241,19 @@ def nest_blocks(ir: KernelIR, names: dict[int, str], schedule: Schedule, threads
                       *rows_nest(ir, names, nest, n, nest_local, fast)]
             continue
         depth = len(outer_levels(nest)) + 1 + (n > 1) + (nest.tile > 0)
-        bodies = loop_body(ir, names, nest, nest_local, fast, depth)
+        bodies = loop_body(ir, names, nest, nest_local, fast, depth, nest.row_unroll or 1)
+        if nest.row_unroll:
+            loops = unrolled_nest(nest, n, bodies[0],
+                                  loop_body(ir, names, nest, nest_local, fast, depth)[0])
+        else:
+            loops = loop_nest(ir, nest, n, names, nest_local, bodies,
+                              block_checks(names, nest, fast))
         lines += [*nest_comment(names, nest, number, n),
                   *(f"{rows} = repeated({names[t]}, {nest.tile})"
                     for t, rows in nest_local.rows.items()),
                   *(f"{names[op.output]}[:] = {op.spec.init}" for op in nest.ops
                     if op.reduction),
-                  *loop_nest(ir, nest, n, names, nest_local, bodies,
-                             block_checks(names, nest, fast)),
+                  *loops,
                   *(line for op in nest.ops if op.reduction for line in finish(ir, names, op))]
     return lines
 
@@ -366,6 +375,8 @@ def nest_comment(names: dict[int, str], nest: Nest, number: int, threads: int) -
         how += f" in tiles of {nest.tile // period} rows of {period}"
     elif nest.row_block:
         how += f" in blocks of {nest.row_block} rows"
+    elif nest.row_unroll:
+        how += f", {nest.row_unroll} rows an iteration"
     elif nest.tile:
         how += f" in tiles of {nest.tile}, stage by stage"
     if threads > 1:
@@ -507,12 +518,15 @@ def loop_nest(ir: KernelIR, nest: Nest, threads: int, names: dict[int, str], loc
     return lines
 
 
-def index(nest: Nest, tensor: int, inner: bool = True) -> str:
+def index(nest: Nest, tensor: int, inner: bool = True, row: int = 0) -> str:
     """The flat element index of `tensor` in the nest: `i0 * 16 + i1`, or 0 for one value;
-    without `inner`, that of the innermost loop's first element."""
+    without `inner`, that of the innermost loop's first element; `row` rows after i0's."""
     last = len(nest.loops.sizes) - 1
-    terms = [f"i{d} * {stride}" if stride != 1 else f"i{d}"
-             for d, stride in nest.loops.strides(tensor) if inner or d != last]
+    terms = []
+    for d, stride in nest.loops.strides(tensor):
+        if inner or d != last:
+            var = f"(i{d} + {row})" if d == 0 and row else f"i{d}"
+            terms.append(f"{var} * {stride}" if stride != 1 else var.strip("()"))
     return " + ".join(terms) or "0"
 
 
@@ -560,42 +574,54 @@ def assignment(target: str, expr: str, width: int) -> list[str]:
 
 
 def loop_body(ir: KernelIR, names: dict[int, str], nest: Nest, local: NestNames,
-              fast: FastPath | None, body_depth: int) -> list[list[str]]:
+              fast: FastPath | None, body_depth: int, rows: int = 1) -> list[list[str]]:
     """Per stage, one statement per op, into a temporary named after its output tensor, or
     straight into the output or nest buffer it is written to (later uses read it back), or
     into a tile buffer when a later stage uses it. With `fast`, the fast loop's forms and its
-    `misses` counts. Lines fit in LINE_LIMIT at `body_depth` indents."""
+    `misses` counts, one update for all. With `rows`, the statements of rows i0 .. i0 + rows - 1
+    one row after another. Lines fit in LINE_LIMIT at `body_depth` indents."""
     width = LINE_LIMIT - len(INDENT) * body_depth
-    inner = f"i{len(nest.loops.sizes) - 1}"
-    exprs = {}
-    for value in ir.values:
-        if value.literal is not None:
-            exprs[value.tensor] = value_literal(value)
-    for t in nest.reads:
-        exprs[t] = element(names, nest, local, t)
+    literals = {v.tensor: value_literal(v) for v in ir.values if v.literal is not None}
+    exprs = [{**literals, **{t: element(names, nest, local, t, row) for t in nest.reads}}
+             for row in range(rows)]
     bodies = []
     for ops in nest.stages:
         lines, misses = [], []
-        for op in ops:
-            target = names[op.output]
-            if op.output in nest.writes:
-                target = element(names, nest, local, op.output)
-            elif op.output in local.stages:
-                target = f"{local.stages[op.output]}[{inner}]"
-            args = [exprs[t] for t in op.inputs]
-            if fast and op.node in fast.guarded:
-                misses.append(f"miss_if({op.spec.guard.format(a=args[0])})")
-            if op.reduction:           # into its result's element, in the input's order
-                expr = op.spec.combine.format(acc=target, a=args[0])
-            else:
-                expr = op_expression(ir, names, op, args, bool(fast))
-            lines += assignment(target, expr, width)
-            if fast and op.output in fast.checked and not (
-                    nest.row_block and op.output in nest.writes):
-                misses.append(f"magnitude({target})")
-            exprs[op.output] = target
+        for row in range(rows):
+            if rows > 1:
+                lines.append(f"# Row i0 + {row}" if row else "# Row i0")
+            lines += row_statements(ir, names, nest, local, fast, ops, row, misses, exprs[row],
+                                    width)
         bodies.append(lines + count_misses(misses, width))
     return bodies
+
+
+def row_statements(ir: KernelIR, names: dict[int, str], nest: Nest, local: NestNames,
+                   fast: FastPath | None, ops: tuple[Op, ...], row: int, misses: list[str],
+                   exprs: dict[int, str], width: int) -> list[str]:
+    """loop_body's statements of one stage for one row (`row` rows after i0's), its checks
+    appended to `misses`; `exprs` (how the row's statements read each tensor) updated."""
+    inner = f"i{len(nest.loops.sizes) - 1}"
+    lines = []
+    for op in ops:
+        target = local.unrolled.get((op.output, row), names[op.output])
+        if op.output in nest.writes:
+            target = element(names, nest, local, op.output, row)
+        elif op.output in local.stages:
+            target = f"{local.stages[op.output]}[{inner}]"
+        args = [exprs[t] for t in op.inputs]
+        if fast and op.node in fast.guarded:
+            misses.append(f"miss_if({op.spec.guard.format(a=args[0])})")
+        if op.reduction:           # into its result's element, in the input's order
+            expr = op.spec.combine.format(acc=target, a=args[0])
+        else:
+            expr = op_expression(ir, names, op, args, bool(fast))
+        lines += assignment(target, expr, width)
+        if fast and op.output in fast.checked and not (
+                nest.row_block and op.output in nest.writes):
+            misses.append(f"magnitude({target})")
+        exprs[op.output] = target
+    return lines
 
 
 def count_misses(misses: list[str], width: int) -> list[str]:
@@ -607,6 +633,26 @@ def count_misses(misses: list[str], width: int) -> list[str]:
     if misses:
         return wrap_call("misses = max(misses, max(", misses, "))", width=width)
     return []
+
+
+def unrolled_nest(nest: Nest, threads: int, body: list[str], one_row: list[str]) -> list[str]:
+    """Unrolled rows: the rows `nest.row_unroll` at a time (with threads, parts of a whole
+    number of them), each iteration of the inner loop `body` over them all; the rows left
+    over, one at a time."""
+    (rows, cols), unroll = nest.loops.sizes, nest.row_unroll
+    whole = rows - rows % unroll
+    inner = [f"for i1 in range({cols}):", *(INDENT + line for line in body)]
+    if threads > 1:
+        step = -(-whole // (threads * unroll)) * unroll
+        lines = [f"for part in prange({threads}):",
+                 f"{INDENT}for i0 in range(part * {step}, min(part * {step} + {step}, {whole}), "
+                 f"{unroll}):", *(2 * INDENT + line for line in inner)]
+    else:
+        lines = [f"for i0 in range(0, {whole}, {unroll}):", *(INDENT + line for line in inner)]
+    if whole < rows:
+        lines += [f"for i0 in range({whole}, {rows}):", f"{INDENT}for i1 in range({cols}):",
+                  *(2 * INDENT + line for line in one_row)]
+    return lines
 
 
 def block_checks(names: dict[int, str], nest: Nest, fast: FastPath | None) -> list[str]:
@@ -623,14 +669,16 @@ def block_checks(names: dict[int, str], nest: Nest, fast: FastPath | None) -> li
                 [f"magnitude({names[t]}[j])" for t in checked], LINE_LIMIT - 4 * len(INDENT)))]
 
 
-def element(names: dict[int, str], nest: Nest, local: NestNames, tensor: int) -> str:
-    """How the loop body reads or writes one element of an array of the nest."""
+def element(names: dict[int, str], nest: Nest, local: NestNames, tensor: int,
+            row: int = 0) -> str:
+    """How the loop body reads or writes one element of an array of the nest (`row` rows
+    after i0's, in unrolled rows)."""
     inner = f"i{len(nest.loops.sizes) - 1}"
     if tensor in local.rows:
         return f"{local.rows[tensor]}[{inner}]"
     if tensor in local.slices:
         return f"{local.slices[tensor]}[{inner}]"
-    return f"{names[tensor]}[{index(nest, tensor)}]"
+    return f"{names[tensor]}[{index(nest, tensor, row=row)}]"
 
 
 def op_expression(ir: KernelIR, names: dict[int, str], op: Op, args: list[str],

@@ -8,12 +8,15 @@ output shape (Halide's compute_root, tinygrad's placement at the outermost loop 
 ops of one shape share a nest, a nest runs after every nest it reads from, and a value one nest
 computes and a later one reads goes through a buffer of its own size.
 
-Within a nest, three transformations of the loops fit it to the vector registers and L1:
+Within a nest, four transformations of the loops fit it to the vector registers and L1:
 - row blocks: a nest over [M, C] with a short C (a vector or more) whose operands are whole
   tensors or periodic [C] rows, many but few enough to stay in vector registers (chain16's 16
   per-channel constants at C = 16), keeps the plain [M, C] nest (the periodic operands then
   live in registers for the whole nest) and runs it in blocks of about ROW_TILE elements,
   each block's outputs checked by the fast loop in one flat loop after it, while in L1;
+- unrolled rows: such a nest, C of any length, with more periodic operands than registers
+  computes UNROLL_ROWS rows in each iteration of its inner loop, each load of a periodic
+  operand shared by them;
 - row tiles: any other such nest with a short C iterates the M * C elements flat, tile by
   tile, each tile `rows` rows long, with the periodic operands copied `rows` times once per
   invoke, all the copies within half of L1 (see ROW_BLOCK_OPERANDS for why few operands are
@@ -66,6 +69,10 @@ VECTOR_BLOCK = 64
 LANES = 16
 CONSTANT_REGISTERS = 24
 ROW_BLOCK_OPERANDS = 8
+#: Rows per iteration of the inner loop of a per-channel nest with ROW_BLOCK_OPERANDS periodic
+#: operands or more that do not fit in registers: each load of a periodic operand then serves
+#: UNROLL_ROWS rows (chain16 at C = 256 is bound by loads, 17 a vector; 1.6x at 64K).
+UNROLL_ROWS = 4
 
 
 @dataclass(frozen=True)
@@ -116,7 +123,8 @@ class Nest:
     writes: tensors it stores (partition outputs, buffers for later nests). tile > 0: the
     innermost loop runs tile by tile, `tile` elements each; periodic: operands read through a
     copy repeated to one tile (row tiles), by tensor, with their period; row_block > 0: the
-    [M, C] nest runs `row_block` rows at a time (row blocks); stages: the ops, one group per
+    [M, C] nest runs `row_block` rows at a time (row blocks); row_unroll > 0: its inner loop
+    computes `row_unroll` rows an iteration (unrolled rows); stages: the ops, one group per
     loop over a tile (one group: a single loop).
     """
     domain: tuple[int, ...]
@@ -128,6 +136,7 @@ class Nest:
     periodic: tuple[tuple[int, int], ...] = ()
     stages: tuple[tuple[Op, ...], ...] = ()
     row_block: int = 0
+    row_unroll: int = 0
     kind: str = "elementwise"           # "table": one byte LUT over a whole tensor; "rows"
     per_row: tuple[tuple[Op, ...], ...] = ()  # rows: the scalar ops before each stage, and last
 
@@ -323,10 +332,13 @@ def _loops(ir: KernelIR, domain: tuple[int, ...], ops: tuple[Op, ...], reads: tu
         rows, period = loops.sizes
         constants = sum(mask == (True, False) for mask in loops.broadcast.values())
         if (period >= LANES and ROW_BLOCK_OPERANDS <= constants
-                and len(_stages(ops, LoopNest((rows * period,), {}))) == 1
-                and -(-period // LANES) * constants <= CONSTANT_REGISTERS):
-            return Nest(domain, ops, loops, reads, writes, stages=(ops,),
-                        row_block=min(rows, max(1, ROW_TILE // period)))
+                and len(_stages(ops, LoopNest((rows * period,), {}))) == 1):
+            if -(-period // LANES) * constants <= CONSTANT_REGISTERS:
+                return Nest(domain, ops, loops, reads, writes, stages=(ops,),
+                            row_block=min(rows, max(1, ROW_TILE // period)))
+            if rows >= UNROLL_ROWS:
+                return Nest(domain, ops, loops, reads, writes, stages=(ops,),
+                            row_unroll=UNROLL_ROWS)
     if _row_tileable(loops):
         rows, period = loops.sizes
         periodic = tuple((t, period) for t, mask in loops.broadcast.items()

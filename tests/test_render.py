@@ -108,3 +108,27 @@ def test_row_blocks_check_their_outputs_after_each_block_in_one_flat_loop():
         "        for j in range(block * 64 * 16, min(block * 64 + 64, 100) * 16):",
         "            misses = max(misses, magnitude(h7[j]))"]
     assert fast.count("magnitude(") == 1 and source.count("for block in range(2):") == 2
+
+
+def test_unrolled_rows_update_misses_once_an_iteration_and_leave_the_rest_to_one_row_loops():
+    """16 per-channel constants over [10, 256]: rows 0-7 four at a time, rows 8-9 alone."""
+    values = [Value(0, "x", (10, 256))]
+    ops, h = [], 0
+    for k in range(16):
+        values += [Value(1 + k, f"c{k}", (256,)), Value(20 + k, f"h{k}", (10, 256))]
+        ops.append(Op(k, "ADD" if k % 2 else "MUL", (h, 1 + k), 20 + k, (("activation", 0),)))
+        h = 20 + k
+    ir = KernelIR(0, tuple(sorted(values, key=lambda v: v.tensor)), tuple(ops),
+                  inputs=tuple(range(17)), outputs=(h,))
+    source = render_kernel(ir, LAYOUT)
+    fast = source.split("    misses = np.int32(0)\n")[1].split("    if misses < INF_BITS:")[0]
+    lines = [line.strip() for line in fast.splitlines()]
+    assert lines[:4] == ["# Nest 1 over [10, 256], 4 rows an iteration: MUL, ADD -> h15",
+                         "for i0 in range(0, 8, 4):", "for i1 in range(256):", "# Row i0"]
+    assert "h0_r3 = x[(i0 + 3) * 256 + i1] * c0[i1]" in lines
+    assert "h15[(i0 + 3) * 256 + i1] = h14_r3 + c15[i1]" in lines
+    one_line = " ".join(fast.split())
+    assert ("misses = max(misses, max(magnitude(h15[i0 * 256 + i1]), magnitude(h15[(i0 + 1) * "
+            "256 + i1]), magnitude(h15[(i0 + 2) * 256 + i1]), magnitude(h15[(i0 + 3) * 256 + "
+            "i1]))) for i0 in range(8, 10):") in one_line
+    assert fast.count("misses = max(") == 2
