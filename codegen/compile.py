@@ -24,11 +24,29 @@ from pathlib import Path
 import llvmlite
 import numba
 from numba.core import ir_utils
+from numba.core.compiler import CompilerBase, DefaultPassBuilder
 from numba.core.compiler_lock import global_compiler_lock
 
 log = logging.getLogger("fusion_delegate.compile")
 
 DEFAULT_DIR = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "fusion_delegate"
+
+
+class NoAliasCompiler(CompilerBase):
+    """numba's nopython pipeline with its `noalias` flag set, which `njit` does not take: every
+    pointer argument of the compiled function is `noalias` in LLVM (C's restrict). Generated
+    kernels name it in their decorator (`pipeline_class=NoAliasCompiler`), so it is part of
+    the source, the cache key.
+
+    True of a kernel's arrays: they are distinct tensors (the renderer passes a tensor both
+    read and written once), which TFLite's arena keeps apart while the node runs, and shared
+    constant buffers are only read. Without it LLVM checks the arrays for overlap before every
+    vectorised inner loop and reloads per-channel constants every row; with it, a short row's
+    constants stay in registers (docs/chain_performance.md, diagnosis 2)."""
+
+    def define_pipelines(self):
+        self.state.flags.noalias = True
+        return [DefaultPassBuilder.define_nopython_pipeline(self.state)]
 
 
 class CompileError(RuntimeError):
@@ -65,7 +83,8 @@ class Kernel:
         signature = self.loop.signatures[0]
         options = {**self.loop.targetoptions, "cache": False}
         options.pop("nopython", None)
-        return numba.njit(signature, **options)(self.loop.py_func)
+        pipeline = self.loop._compiler.pipeline_class
+        return numba.njit(signature, pipeline_class=pipeline, **options)(self.loop.py_func)
 
 
 @functools.cache

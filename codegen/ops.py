@@ -353,7 +353,7 @@ HELPER_MODULES: dict[str, str] = {
         "clamp", "clamp_overflow", "maximum", "minimum", "relu", "relu6", "relu_n1_to_1",
         "relu_0_to_1",
         "leaky_relu", "prelu", "hard_swish", "elu", "sign", "round_half_even", "rsqrt",
-        "pow_tflite", "tanh_eigen", "logistic_eigen", "gelu", "nonfinite")},
+        "pow_tflite", "tanh_eigen", "logistic_eigen", "gelu", "magnitude", "miss_if")},
     **{name: "codegen.mathf32" for name in (
         "exp_f32", "log_f32", "sin_f32", "cos_f32", "sin_near_f32", "cos_near_f32", "far_angle",
         "sqrt_f32", "exp_fast_f32", "log_fast_f32", "sin_fast_f32", "cos_fast_f32",

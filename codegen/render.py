@@ -36,8 +36,9 @@ KERNEL_HELPERS = {**HELPER_MODULES, "repeated": "codegen.scalar",
                   **{name: "codegen.fixedpoint" for name, helper in vars(fixedpoint).items()
                      if getattr(helper, "__module__", None) == fixedpoint.__name__}}
 RESERVED = {"np", "carray", "cfunc", "njit", "prange", "context", "node", "tensors", "range",
-            "min", "max", "misses", "part", "tile", "start", "stop", "base", "k", "row_length",
-            "FLT_MAX", "NAN", "INF", *KERNEL_HELPERS}
+            "min", "max", "misses", "part", "tile", "block", "start", "stop", "base", "j", "k",
+            "row_length", "FLT_MAX", "NAN", "INF", "INF_BITS", "NoAliasCompiler",
+            *KERNEL_HELPERS}
 
 
 @dataclass(frozen=True)
@@ -153,7 +154,7 @@ def render_kernel(ir: KernelIR, layout: TensorTableLayout) -> str:
     if fast.pays:
         lines = [*fast.comment(), "misses = np.int32(0)",
                  *nest_blocks(ir, names, schedule, threads, local, fast),
-                 "if misses == 0:", INDENT + "return", *EXACT_LOOP_COMMENT, *exact]
+                 "if misses < INF_BITS:", INDENT + "return", *EXACT_LOOP_COMMENT, *exact]
     else:
         lines = exact
     allocations = [f"{names[t]} = np.empty({n}, np.{ir.value(t).dtype})"
@@ -165,7 +166,8 @@ def render_kernel(ir: KernelIR, layout: TensorTableLayout) -> str:
     parallel = ", parallel=True" if max(threads, default=1) > 1 else ""
     signature = "void(" + ", ".join(f"{ir.value(t).dtype}[::1]" for t in memory) + ")"
     kernel = [f"@njit('{signature}',",
-              f"      error_model='numpy', nogil=True, cache=True{parallel})",
+              f"      error_model='numpy', nogil=True, cache=True{parallel}, "
+              "pipeline_class=NoAliasCompiler)",
               *wrap_call(f"def {ir.name}(", [names[t] for t in memory], "):"),
               *(INDENT + line for line in lines)]
     lines = header(ir, names, schedule) + [
@@ -186,6 +188,7 @@ class NestNames:
     rows: dict
     slices: dict
     accumulators: dict                 # rows nests: a reduction's register, if stored too
+    unrolled: dict                     # unrolled rows: (tensor, row) -> row's temporary
 
 
 def nest_names(schedule: Schedule, names: dict[int, str]) -> list[NestNames]:
@@ -209,10 +212,13 @@ def nest_names(schedule: Schedule, names: dict[int, str]) -> list[NestNames]:
                   dict(nest.periodic) and not nest.loops.broadcast[t][inner]]
         stored = [op.output for op in nest.ops if op.reduction and op.output in nest.writes
                   and nest.kind == "rows"]
+        temporaries = [op.output for op in nest.ops if op.output not in nest.writes]
         result.append(NestNames({t: fresh(f"{names[t]}_buf") for t in crossing},
                                 {t: fresh(f"{names[t]}_rows") for t, _ in nest.periodic},
                                 {t: fresh(f"{names[t]}_t") for t in dict.fromkeys(sliced)},
-                                {t: fresh(f"{names[t]}_acc") for t in stored}))
+                                {t: fresh(f"{names[t]}_acc") for t in stored},
+                                {(t, row): fresh(f"{names[t]}_r{row}") for row in
+                                 range(1, nest.row_unroll) for t in temporaries}))
     return result
 
 
@@ -238,14 +244,20 @@ def nest_blocks(ir: KernelIR, names: dict[int, str], schedule: Schedule, threads
             lines += [*nest_comment(names, nest, number, n),
                       *rows_nest(ir, names, nest, n, nest_local, fast)]
             continue
-        depth = 1 + len(nest.loops.sizes) + (n > 1) + (nest.tile > 0)
-        bodies = loop_body(ir, names, nest, nest_local, fast, depth)
+        depth = len(outer_levels(nest)) + 1 + (n > 1) + (nest.tile > 0)
+        bodies = loop_body(ir, names, nest, nest_local, fast, depth, nest.row_unroll or 1)
+        if nest.row_unroll:
+            loops = unrolled_nest(nest, n, bodies[0],
+                                  loop_body(ir, names, nest, nest_local, fast, depth)[0])
+        else:
+            loops = loop_nest(ir, nest, n, names, nest_local, bodies,
+                              block_checks(names, nest, fast))
         lines += [*nest_comment(names, nest, number, n),
                   *(f"{rows} = repeated({names[t]}, {nest.tile})"
                     for t, rows in nest_local.rows.items()),
                   *(f"{names[op.output]}[:] = {op.spec.init}" for op in nest.ops
                     if op.reduction),
-                  *loop_nest(ir, nest, n, names, nest_local, bodies),
+                  *loops,
                   *(line for op in nest.ops if op.reduction for line in finish(ir, names, op))]
     return lines
 
@@ -347,7 +359,7 @@ def rows_nest(ir: KernelIR, names: dict[int, str], nest: Nest, threads: int, loc
                     body.append(f"{row_element(row.names, nest, row.local, op.output, row.row)}"
                                 f" = {acc}")
         if checked:
-            body += wrap_call("misses = max(", ["misses", *(f"nonfinite({row.checks})"
+            body += wrap_call("misses = max(", ["misses", *(f"magnitude({row.checks})"
                                                             for row in in_step)], ")",
                               width=width)
     return lines + [INDENT * depth + line for line in body]
@@ -384,7 +396,7 @@ def row_names(ir: KernelIR, names: dict[int, str], nest: Nest, local: NestNames,
         row_local = NestNames(
             {t: rename(n) for t, n in local.stages.items()}, local.rows,
             {t: n if nest.loops.broadcast[t][0] else rename(n) for t, n in local.slices.items()},
-            {t: rename(n) for t, n in local.accumulators.items()})
+            {t: rename(n) for t, n in local.accumulators.items()}, local.unrolled)
         row_names_ = {**names, **{t: rename(names[t]) for t in sorted(computed)}}
         checks = fresh_name("checks" + suffix, taken) if fast is not None and fast.checked \
             else ""
@@ -438,7 +450,7 @@ def statements(ir: KernelIR, nest: Nest, row: RowNames, fast: FastPath | None,
     """One statement per op of a rows nest for one row, in a pass or per row: a reduction adds
     its operand to its accumulator; other ops as loop_body writes them. In a pass (`checks`,
     with `fast`), a value the fast loop checks is added to the row's check as 0 * value, a
-    cheaper sum than an integer max of nonfinite(); per row `misses` counts it. Updates `exprs`
+    cheaper sum than an integer max of magnitude(); per row `misses` counts it. Updates `exprs`
     with how later statements read each result."""
     names, local = row.names, row.local
     lines, misses = [], []
@@ -457,19 +469,15 @@ def statements(ir: KernelIR, nest: Nest, row: RowNames, fast: FastPath | None,
             target = f"{local.stages[op.output]}[i1]"
         lines += assignment(target, op_expression(ir, names, op, args, bool(fast)), width)
         if fast and op.node in fast.guarded:
-            misses.append(op.spec.guard.format(a=args[0]))
+            misses.append(f"miss_if({op.spec.guard.format(a=args[0])})")
         if fast and op.output in fast.checked:
             if checks:
                 lines += assignment(checks, f"add_reassoc({checks}, {target} * np.float32(0.0))",
                                     width)
             else:
-                misses.append(f"nonfinite({target})")
+                misses.append(f"magnitude({target})")
         exprs[op.output] = target
-    if len(misses) == 1:
-        lines += wrap_call("misses = max(", ["misses", *misses], ")", width=width)
-    elif misses:
-        lines += wrap_call("misses = max(misses, max(", misses, "))", width=width)
-    return lines
+    return lines + count_misses(misses, width)
 
 
 def nest_comment(names: dict[int, str], nest: Nest, number: int, threads: int) -> list[str]:
@@ -485,6 +493,10 @@ def nest_comment(names: dict[int, str], nest: Nest, number: int, threads: int) -
     elif nest.row_tiled:
         period = nest.periodic[0][1]
         how += f" in tiles of {nest.tile // period} rows of {period}"
+    elif nest.row_block:
+        how += f" in blocks of {nest.row_block} rows"
+    elif nest.row_unroll:
+        how += f", {nest.row_unroll} rows an iteration"
     elif nest.tile:
         how += f" in tiles of {nest.tile}, stage by stage"
     if threads > 1:
@@ -511,7 +523,7 @@ class FastPath:
     bit (NaN payloads aside); any miss: the kernel runs the exact loop over everything.
     """
     dropped: int                       # clamps left out
-    checked: tuple[int, ...]           # tensors counted by nonfinite()
+    checked: tuple[int, ...]           # tensors whose magnitude() is counted
     guarded: tuple[int, ...]           # nodes run with their fast_expr
 
     @classmethod
@@ -540,9 +552,10 @@ class FastPath:
         if self.guarded:
             skipped.append("sin/cos's large-angle reduction")
             counted.append("angles of 2**16 or more")
-        text = (f"Fast loop, without {' and '.join(skipped)}. `misses` counts the "
-                f"{' and '.join(counted)} for which it could differ from LiteRT; any miss and "
-                "the exact loop runs instead.")
+        text = (f"Fast loop, without {' and '.join(skipped)}. `misses` keeps the largest "
+                "magnitude() (the bits of |value|) of the values it checks; it reaches INF_BITS "
+                f"with any of the {' and '.join(counted)} for which the fast loop could differ "
+                "from LiteRT, and then the exact loop runs instead.")
         return ["# " + line for line in textwrap.wrap(text, LINE_LIMIT - 2 - len(INDENT))]
 
     @property
@@ -562,8 +575,12 @@ def parallel_threads(requested: int, nest: Nest) -> int:
 
 
 def outer_levels(nest: Nest) -> list[tuple[str, int]]:
-    """(loop variable, trip count) of each loop level; tiled, the innermost is over tiles."""
+    """(loop variable, trip count) of each loop level; tiled, the innermost is over tiles; in
+    row blocks, the outermost over blocks (the rows of a block: at most `row_block`)."""
     sizes = nest.loops.sizes
+    if nest.row_block:
+        return [("block", -(-sizes[0] // nest.row_block)), ("i0", nest.row_block),
+                ("i1", sizes[1])]
     levels = [(f"i{d}", n) for d, n in enumerate(sizes[:-1])]
     if nest.tile:
         return levels + [("tile", -(-sizes[-1] // nest.tile))]
@@ -571,16 +588,22 @@ def outer_levels(nest: Nest) -> list[tuple[str, int]]:
 
 
 def loop_nest(ir: KernelIR, nest: Nest, threads: int, names: dict[int, str], local: NestNames,
-              bodies: list[list[str]]) -> list[str]:
+              bodies: list[list[str]], after_block: list[str]) -> list[str]:
     """The loops around the stage bodies. Tiled, the innermost dimension runs tile by tile,
-    each stage's loop over the whole tile before the next stage's. With threads, the outermost
-    loop is cut into one contiguous part per thread, a prange over the parts (numba's pool
-    may be larger: the parts bound the threads used), and each part has its own tile buffers."""
+    each stage's loop over the whole tile before the next stage's. In row blocks, the rows
+    run block by block, `after_block` after each block. With threads, the outermost loop is
+    cut into one contiguous part per thread, a prange over the parts (numba's pool may be
+    larger: the parts bound the threads used), and each part has its own tile buffers."""
     inner = len(nest.loops.sizes) - 1
     lines, depth = [], 0
     for level, (name, n) in enumerate(outer_levels(nest)):
         pad = INDENT * depth
-        if level == 0 and threads > 1:
+        if nest.row_block and name == "i0":
+            first = f"block * {nest.row_block}"
+            lines.append(f"{pad}for i0 in range({first}, "
+                         f"min({first} + {nest.row_block}, {nest.loops.sizes[0]})):")
+            depth += 1
+        elif level == 0 and threads > 1:
             step = -(-n // threads)
             lines += [f"{pad}for part in prange({threads}):",
                       *(pad + INDENT + line for line in tile_allocations(ir, nest, local)),
@@ -591,6 +614,10 @@ def loop_nest(ir: KernelIR, nest: Nest, threads: int, names: dict[int, str], loc
             lines.append(f"{pad}for {name} in range({n}):")
             depth += 1
     pad = INDENT * depth
+    if nest.row_block:
+        pad = INDENT * (depth - 2)
+        return lines + [INDENT * depth + line for line in bodies[0]] + [
+            pad + line for line in after_block]
     if not nest.tile:
         return lines + [pad + line for line in bodies[0]]
     lines += [f"{pad}start = tile * {nest.tile}",
@@ -614,12 +641,15 @@ def loop_nest(ir: KernelIR, nest: Nest, threads: int, names: dict[int, str], loc
     return lines
 
 
-def index(nest: Nest, tensor: int, inner: bool = True) -> str:
+def index(nest: Nest, tensor: int, inner: bool = True, row: int = 0) -> str:
     """The flat element index of `tensor` in the nest: `i0 * 16 + i1`, or 0 for one value;
-    without `inner`, that of the innermost loop's first element."""
+    without `inner`, that of the innermost loop's first element; `row` rows after i0's."""
     last = len(nest.loops.sizes) - 1
-    terms = [f"i{d} * {stride}" if stride != 1 else f"i{d}"
-             for d, stride in nest.loops.strides(tensor) if inner or d != last]
+    terms = []
+    for d, stride in nest.loops.strides(tensor):
+        if inner or d != last:
+            var = f"(i{d} + {row})" if d == 0 and row else f"i{d}"
+            terms.append(f"{var} * {stride}" if stride != 1 else var.strip("()"))
     return " + ".join(terms) or "0"
 
 
@@ -667,54 +697,35 @@ def assignment(target: str, expr: str, width: int) -> list[str]:
 
 
 def loop_body(ir: KernelIR, names: dict[int, str], nest: Nest, local: NestNames,
-              fast: FastPath | None, body_depth: int) -> list[list[str]]:
+              fast: FastPath | None, body_depth: int, rows: int = 1) -> list[list[str]]:
     """Per stage, one statement per op, into a temporary named after its output tensor, or
     straight into the output or nest buffer it is written to (later uses read it back), or
     into a tile buffer when a later stage uses it. With `fast`, the fast loop's forms and its
-    `misses` counts. Lines fit in LINE_LIMIT at `body_depth` indents."""
+    `misses` counts, one update for all. With `rows`, the statements of rows i0 .. i0 + rows - 1
+    one row after another. Lines fit in LINE_LIMIT at `body_depth` indents."""
     width = LINE_LIMIT - len(INDENT) * body_depth
-    inner = f"i{len(nest.loops.sizes) - 1}"
-    exprs = {}
-    for value in ir.values:
-        if value.literal is not None:
-            exprs[value.tensor] = value_literal(value)
-    for t in nest.reads:
-        exprs[t] = element(names, nest, local, t)
+    literals = {v.tensor: value_literal(v) for v in ir.values if v.literal is not None}
+    exprs = [{**literals, **{t: element(names, nest, local, t, row) for t in nest.reads}}
+             for row in range(rows)]
     bodies = []
     for ops in nest.stages:
         if ops[0].output in nest.lookups:
             (op,) = ops
             target = op.output
-            exprs[target] = (element(names, nest, local, target) if target in nest.writes
-                             else f"{local.stages[target]}[{inner}]")
+            for row, row_exprs in enumerate(exprs):
+                row_exprs[target] = (element(names, nest, local, target, row)
+                                     if target in nest.writes else
+                                     f"{local.stages[target]}[i{len(nest.loops.sizes) - 1}]")
             bodies.append([f"lookup_bytes({tile_array(nest, local, op.inputs[0])}, "
                            f"{tile_array(nest, local, target)}, {table_name(names, op)})"])
             continue
         lines, misses = [], []
-        for op in ops:
-            target = names[op.output]
-            if op.output in nest.writes:
-                target = element(names, nest, local, op.output)
-            elif op.output in local.stages:
-                target = f"{local.stages[op.output]}[{inner}]"
-            args = [exprs[t] for t in op.inputs]
-            if fast and op.node in fast.guarded:
-                misses.append(op.spec.guard.format(a=args[0]))
-            if op.reduction:           # into its result's element, in the input's order
-                expr = op.spec.combine.format(acc=target, a=args[0])
-            else:
-                expr = op_expression(ir, names, op, args, bool(fast))
-            lines += assignment(target, expr, width)
-            if fast and op.output in fast.checked:
-                misses.append(f"nonfinite({target})")
-            exprs[op.output] = target
-        if misses:
-            # An int32 max-reduction of one max per element: what LLVM vectorises at full width.
-            if len(misses) == 1:
-                lines += wrap_call("misses = max(", ["misses", *misses], ")", width=width)
-            else:
-                lines += wrap_call("misses = max(misses, max(", misses, "))", width=width)
-        bodies.append(lines)
+        for row in range(rows):
+            if rows > 1:
+                lines.append(f"# Row i0 + {row}" if row else "# Row i0")
+            lines += row_statements(ir, names, nest, local, fast, ops, row, misses, exprs[row],
+                                    width)
+        bodies.append(lines + count_misses(misses, width))
     return bodies
 
 
@@ -727,14 +738,89 @@ def tile_array(nest: Nest, local: NestNames, tensor: int) -> str:
     return local.stages[tensor] + ("" if whole else "[:stop - start]")
 
 
-def element(names: dict[int, str], nest: Nest, local: NestNames, tensor: int) -> str:
-    """How the loop body reads or writes one element of an array of the nest."""
+def row_statements(ir: KernelIR, names: dict[int, str], nest: Nest, local: NestNames,
+                   fast: FastPath | None, ops: tuple[Op, ...], row: int, misses: list[str],
+                   exprs: dict[int, str], width: int) -> list[str]:
+    """loop_body's statements of one stage for one row (`row` rows after i0's), its checks
+    appended to `misses`; `exprs` (how the row's statements read each tensor) updated."""
+    inner = f"i{len(nest.loops.sizes) - 1}"
+    lines = []
+    for op in ops:
+        target = local.unrolled.get((op.output, row), names[op.output])
+        if op.output in nest.writes:
+            target = element(names, nest, local, op.output, row)
+        elif op.output in local.stages:
+            target = f"{local.stages[op.output]}[{inner}]"
+        args = [exprs[t] for t in op.inputs]
+        if fast and op.node in fast.guarded:
+            misses.append(f"miss_if({op.spec.guard.format(a=args[0])})")
+        if op.reduction:           # into its result's element, in the input's order
+            expr = op.spec.combine.format(acc=target, a=args[0])
+        else:
+            expr = op_expression(ir, names, op, args, bool(fast))
+        lines += assignment(target, expr, width)
+        if fast and op.output in fast.checked and not (
+                nest.row_block and op.output in nest.writes):
+            misses.append(f"magnitude({target})")
+        exprs[op.output] = target
+    return lines
+
+
+def count_misses(misses: list[str], width: int) -> list[str]:
+    """`misses` updated with the largest of the values `misses` lists: one int32 max per
+    element, of all the checks joined (with one update per check LLVM does not see a
+    reduction, and leaves the loop scalar)."""
+    if len(misses) == 1:
+        return wrap_call("misses = max(", ["misses", *misses], ")", width=width)
+    if misses:
+        return wrap_call("misses = max(misses, max(", misses, "))", width=width)
+    return []
+
+
+def unrolled_nest(nest: Nest, threads: int, body: list[str], one_row: list[str]) -> list[str]:
+    """Unrolled rows: the rows `nest.row_unroll` at a time (with threads, parts of a whole
+    number of them), each iteration of the inner loop `body` over them all; the rows left
+    over, one at a time."""
+    (rows, cols), unroll = nest.loops.sizes, nest.row_unroll
+    whole = rows - rows % unroll
+    inner = [f"for i1 in range({cols}):", *(INDENT + line for line in body)]
+    if threads > 1:
+        step = -(-whole // (threads * unroll)) * unroll
+        lines = [f"for part in prange({threads}):",
+                 f"{INDENT}for i0 in range(part * {step}, min(part * {step} + {step}, {whole}), "
+                 f"{unroll}):", *(2 * INDENT + line for line in inner)]
+    else:
+        lines = [f"for i0 in range(0, {whole}, {unroll}):", *(INDENT + line for line in inner)]
+    if whole < rows:
+        lines += [f"for i0 in range({whole}, {rows}):", f"{INDENT}for i1 in range({cols}):",
+                  *(2 * INDENT + line for line in one_row)]
+    return lines
+
+
+def block_checks(names: dict[int, str], nest: Nest, fast: FastPath | None) -> list[str]:
+    """After a row block, the fast loop's checks of what the block stored: one flat loop over
+    the block's elements, still in L1, instead of a check per element in the short inner loop
+    (which would finish its max-reduction every row)."""
+    checked = [t for t in nest.writes if fast and t in fast.checked]
+    if not nest.row_block or not checked:
+        return []
+    rows, cols = nest.loops.sizes
+    first = f"block * {nest.row_block}"
+    return [f"for j in range({first} * {cols}, min({first} + {nest.row_block}, {rows}) * {cols}):",
+            *(INDENT + line for line in count_misses(
+                [f"magnitude({names[t]}[j])" for t in checked], LINE_LIMIT - 4 * len(INDENT)))]
+
+
+def element(names: dict[int, str], nest: Nest, local: NestNames, tensor: int,
+            row: int = 0) -> str:
+    """How the loop body reads or writes one element of an array of the nest (`row` rows
+    after i0's, in unrolled rows)."""
     inner = f"i{len(nest.loops.sizes) - 1}"
     if tensor in local.rows:
         return f"{local.rows[tensor]}[{inner}]"
     if tensor in local.slices:
         return f"{local.slices[tensor]}[{inner}]"
-    return f"{names[tensor]}[{index(nest, tensor)}]"
+    return f"{names[tensor]}[{index(nest, tensor, row=row)}]"
 
 
 def op_expression(ir: KernelIR, names: dict[int, str], op: Op, args: list[str],
@@ -794,9 +880,10 @@ def module_imports(body: list[str], parallel: bool, dtypes: set[str]) -> list[st
         lines += [line] if len(line) <= LINE_LIMIT else wrap_call(
             f"from {module} import (", names, ")")
     pointers = sorted({POINTERS[dtype] for dtype in dtypes})
-    lines += [f"from codegen.native import {', '.join(pointers)}, load_i64", "",
+    lines += [f"from codegen.native import {', '.join(pointers)}, load_i64",
+              "from codegen.compile import NoAliasCompiler", "",
               "FLT_MAX = np.float32(3.4028234663852886e38)", "INF = np.float32(np.inf)",
-              "NAN = np.float32(np.nan)"]
+              "NAN = np.float32(np.nan)", "INF_BITS = np.int32(0x7F800000)"]
     return lines
 
 

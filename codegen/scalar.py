@@ -8,7 +8,7 @@ import numpy as np
 from numba import njit
 
 from .mathf32 import exp_f32, pow_f32, sqrt_f32
-from .native import as_float32
+from .native import as_float32, as_int32
 
 _inline = njit(inline="always", error_model="numpy")
 
@@ -20,6 +20,7 @@ SIX = np.float32(6.0)
 ONE_SIXTH = np.float32(1.0 / 6.0)
 FLT_MAX = np.float32(np.finfo(np.float32).max)
 INF = np.float32(np.inf)
+INF_BITS = np.int32(0x7F800000)
 TANH_CLAMP = np.float32(7.90738964)        # 0x40fd0956, Eigen's non-FMA clamp
 LOGISTIC_CLAMP = np.float32(16.6355324)
 
@@ -40,9 +41,16 @@ def clamp_overflow(x):
 
 
 @_inline
-def nonfinite(x):
-    """1 for +-inf and NaN, else 0: what a kernel's fast loop counts (render.FastPath)."""
-    return np.int32(0) if np.abs(x) < INF else np.int32(1)
+def magnitude(x):
+    """The bits of |x| as an int32: INF_BITS or more exactly for +-inf and NaN. A kernel's fast
+    loop keeps the largest it sees (render.FastPath): an and and an int32 max per element."""
+    return np.int32(as_int32(x) & np.int32(0x7FFFFFFF))
+
+
+@_inline
+def miss_if(flag):
+    """A fast loop's guard (1: its cheaper form may differ) on magnitude's scale: INF_BITS."""
+    return INF_BITS if flag else np.int32(0)
 
 
 @_inline

@@ -8,11 +8,19 @@ output shape (Halide's compute_root, tinygrad's placement at the outermost loop 
 ops of one shape share a nest, a nest runs after every nest it reads from, and a value one nest
 computes and a later one reads goes through a buffer of its own size.
 
-Within a nest, two transformations of the loops keep the innermost loop long:
-- row tiles: a nest over [M, C] with a short C whose operands are whole tensors or periodic
-  [C] rows iterates the M * C elements flat, tile by tile, each tile `rows` rows long, with the
-  periodic operands copied `rows` times once per invoke (a 16-wide inner loop is all remainder
-  for a vectorising compiler);
+Within a nest, four transformations of the loops fit it to the vector registers and L1:
+- row blocks: a nest over [M, C] with a short C (a vector or more) whose operands are whole
+  tensors or periodic [C] rows, many but few enough to stay in vector registers (chain16's 16
+  per-channel constants at C = 16), keeps the plain [M, C] nest (the periodic operands then
+  live in registers for the whole nest) and runs it in blocks of about ROW_TILE elements,
+  each block's outputs checked by the fast loop in one flat loop after it, while in L1;
+- unrolled rows: such a nest, C of any length, with more periodic operands than registers
+  computes UNROLL_ROWS rows in each iteration of its inner loop, each load of a periodic
+  operand shared by them;
+- row tiles: any other such nest with a short C iterates the M * C elements flat, tile by
+  tile, each tile `rows` rows long, with the periodic operands copied `rows` times once per
+  invoke, all the copies within half of L1 (see ROW_BLOCK_OPERANDS for why few operands are
+  not blocked);
 - stages: several transcendental ops run one loop each over L1-sized tiles (render.py), and
   an 8-bit table lookup among other ops runs alone over the tile, 64 bytes a step (codegen.lut).
 
@@ -22,9 +30,9 @@ keyed by (domain, phase), phase(op) = max over its inputs of the producer's phas
 reduction. The reductions over the trailing dims of one [rows, C] domain (LayerNorm, softmax)
 and the ops around them become one `rows` nest, run before the partition's other nests: one
 loop over rows (two a step, ROWS_PER_STEP), in it one pass over the row's C elements per phase
-(producers and scalar accumulators), and between passes the per-row ops on scalars. The row stays in L1, so the
-input is read from memory once; values one pass computes for a later one go through a row
-buffer (the stage buffers of a tile of one row). Threads split the rows, never a reduction.
+(producers and scalar accumulators), and between passes the per-row ops on scalars. The row
+stays in L1, so the input is read from memory once; values one pass computes for a later one
+go through a row buffer (the stage buffers of a tile of one row). Threads split the rows, never a reduction.
 Any other reduction (H,W of NHWC) is an ordinary nest over its input's domain accumulating
 into a buffer of its output's size, in the input's order, on one thread.
 
@@ -52,6 +60,20 @@ TILE_MIN = 64
 #: Elements of one iteration of LLVM's vectorised loop (16 float32 lanes, interleaved 4 times):
 #: row tiles are a multiple of it, so no element of a whole tile runs in the scalar remainder.
 VECTOR_BLOCK = 64
+#: 32-bit lanes of one vector register (AVX-512), and how many of the 32 registers a nest's
+#: periodic operands may hold for the whole nest (the rest hold the values being computed):
+#: within that, with rows of a vector or more and ROW_BLOCK_OPERANDS periodic operands or
+#: more, row blocks; else row tiles. Rows of 8 fill half a vector (2.2x slower in blocks);
+#: with 1, 2 or 4 periodic operands LLVM may vectorise the plain nest across rows instead,
+#: with gathers and scatters (5-9x slower at some C in 16..96), while from 8 on, where the
+#: tiles' copies cost the most loads, blocks were never slower (docs/chain_performance.md).
+LANES = 16
+CONSTANT_REGISTERS = 24
+ROW_BLOCK_OPERANDS = 8
+#: Rows per iteration of the inner loop of a per-channel nest with ROW_BLOCK_OPERANDS periodic
+#: operands or more that do not fit in registers: each load of a periodic operand then serves
+#: UNROLL_ROWS rows (chain16 at C = 256 is bound by loads, 17 a vector; 1.6x at 64K).
+UNROLL_ROWS = 4
 
 #: Rows a rows nest takes through its passes together (its `tile` is their elements): the
 #: reductions of a row of 96-200 elements end in horizontal sums, divisions and square roots
@@ -109,8 +131,10 @@ class Nest:
     reads: tensors it loads (partition inputs, buffers and outputs of earlier nests);
     writes: tensors it stores (partition outputs, buffers for later nests). tile > 0: the
     innermost loop runs tile by tile, `tile` elements each; periodic: operands read through a
-    copy repeated to one tile (row tiles), by tensor, with their period; stages: the ops, one
-    group per loop over a tile (one group: a single loop).
+    copy repeated to one tile (row tiles), by tensor, with their period; row_block > 0: the
+    [M, C] nest runs `row_block` rows at a time (row blocks); row_unroll > 0: its inner loop
+    computes `row_unroll` rows an iteration (unrolled rows); stages: the ops, one group per
+    loop over a tile (one group: a single loop).
     """
     domain: tuple[int, ...]
     ops: tuple[Op, ...]
@@ -120,6 +144,8 @@ class Nest:
     tile: int = 0
     periodic: tuple[tuple[int, int], ...] = ()
     stages: tuple[tuple[Op, ...], ...] = ()
+    row_block: int = 0
+    row_unroll: int = 0
     kind: str = "elementwise"           # "table": one byte LUT over a whole tensor; "rows"
     per_row: tuple[tuple[Op, ...], ...] = ()  # rows: the scalar ops before each stage, and last
     lookups: tuple[int, ...] = ()       # outputs of LUTs run as a stage of byte lookups
@@ -314,6 +340,18 @@ def _loops(ir: KernelIR, domain: tuple[int, ...], ops: tuple[Op, ...], reads: tu
     tile = 0
     if any(op.reduction for op in ops):
         return Nest(domain, ops, loops, reads, writes, stages=(ops,))
+    if _per_channel(loops):
+        rows, period = loops.sizes
+        constants = sum(mask == (True, False) for mask in loops.broadcast.values())
+        flat = LoopNest((rows * period,), {})
+        if (period >= LANES and ROW_BLOCK_OPERANDS <= constants
+                and len(_stages(ops, flat, _lookups(ir, ops, flat, writes))) == 1):
+            if -(-period // LANES) * constants <= CONSTANT_REGISTERS:
+                return Nest(domain, ops, loops, reads, writes, stages=(ops,),
+                            row_block=min(rows, max(1, ROW_TILE // period)))
+            if rows >= UNROLL_ROWS:
+                return Nest(domain, ops, loops, reads, writes, stages=(ops,),
+                            row_unroll=UNROLL_ROWS)
     if _row_tileable(loops):
         rows, period = loops.sizes
         periodic = tuple((t, period) for t, mask in loops.broadcast.items()
@@ -356,12 +394,17 @@ def _lookups(ir: KernelIR, ops: tuple[Op, ...], loops: LoopNest,
                  and not any(loops.broadcast.get(op.inputs[0], ())))
 
 
-def _row_tileable(loops: LoopNest) -> bool:
-    """A 2-D nest [M, C] with C short, every operand whole, a [C] row or one value."""
-    if len(loops.sizes) != 2 or loops.sizes[1] >= TILE or loops.sizes[0] == 1:
+def _per_channel(loops: LoopNest) -> bool:
+    """A 2-D nest [M, C], every operand whole, a [C] row or one value, and some [C] row."""
+    if len(loops.sizes) != 2 or loops.sizes[0] == 1:
         return False
     masks = set(loops.broadcast.values())
     return (True, False) in masks and masks <= {(False, False), (True, False), (True, True)}
+
+
+def _row_tileable(loops: LoopNest) -> bool:
+    """A per-channel nest with C short."""
+    return _per_channel(loops) and loops.sizes[1] < TILE
 
 
 def _stages(ops: tuple[Op, ...], loops: LoopNest,

@@ -8,7 +8,9 @@ kernel's native entry point, called by the runtime without Python.
 """
 from __future__ import annotations
 
+import ctypes
 import math
+import sys
 from dataclasses import dataclass, replace
 
 from codegen.chains import approximate_chains
@@ -33,6 +35,31 @@ LAYOUT = TensorTableLayout(context_tensors_offset=abi.CONTEXT_TENSORS_OFFSET,
                            tensor_size=abi.TENSOR_SIZE, tensor_data_offset=abi.TENSOR_DATA_OFFSET)
 
 _CACHES: dict[str, KernelCache] = {}
+
+#: Partition tensors of this many bytes or more are advised into huge pages (x86-64's 2 MB),
+#: on the first invoke after each prepare: TFLite's arena is on 4 KiB pages (it never
+#: madvises), which cost memory-bound kernels 1.2-1.35x at 4M elements
+#: (docs/chain_performance.md, diagnosis 5).
+HUGE_PAGE = 2 << 20
+MADV_HUGEPAGE, MADV_COLLAPSE = 14, 25          # Linux; COLLAPSE (6.1+) makes them now
+_ENTRY = ctypes.CFUNCTYPE(ctypes.c_int32, ctypes.c_int64, ctypes.c_int64)
+
+
+def advise_huge_pages(address: int, nbytes: int) -> None:
+    """madvise the whole huge pages inside [address, address + nbytes) into huge pages, now
+    if the kernel can. Advice only: every error (other systems, old kernels, THP off, a
+    range that is not anonymous memory) is ignored."""
+    start = -(-address // HUGE_PAGE) * HUGE_PAGE
+    end = (address + nbytes) // HUGE_PAGE * HUGE_PAGE
+    if not sys.platform.startswith("linux") or end <= start:
+        return
+    try:
+        madvise = ctypes.CDLL(None).madvise
+    except (OSError, AttributeError):
+        return
+    madvise.argtypes = (ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int)
+    for advice in (MADV_HUGEPAGE, MADV_COLLAPSE):
+        madvise(start, end - start, advice)
 
 
 def kernel_cache(cache_dir: str) -> KernelCache:
@@ -263,5 +290,21 @@ class FusionKernel(SimpleDelegateKernel):
             kernel = self.delegate.cache.get(ir.name, source)
         except CompileError as error:
             raise KernelCompileError(hint.format(error), error.source_path) from error
-        self.native_invoke_address = kernel.address
+        self.kernel = kernel
+        # The arena is allocated after prepare: large tensors are advised on the first invoke,
+        # in Python, which then hands the runtime the native entry point.
+        self.large = [t for t in (*ir.inputs, *ir.outputs) if not context.tensor(t).is_constant
+                      and math.prod(ir.value(t).shape) * context.tensor(t).dtype.itemsize
+                      >= HUGE_PAGE]
+        self.native_invoke_address = 0 if self.large else kernel.address
         self.graph.kernels[self.number] = PreparedKernel(self.number, ir, kernel)
+
+    def invoke(self, context: Context) -> None:
+        """The first invoke after a prepare that left large tensors: advise their memory into
+        huge pages, run the kernel, and from now on let the runtime call it natively."""
+        for t in dict.fromkeys(self.large):
+            view = context.view(t)
+            advise_huge_pages(view.ctypes.data, view.nbytes)
+        if _ENTRY(self.kernel.address)(context.address(), 0) != abi.kTfLiteOk:
+            raise RuntimeError(f"kernel {self.kernel.name} failed")
+        self.native_invoke_address = self.kernel.address

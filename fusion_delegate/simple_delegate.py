@@ -38,7 +38,8 @@ class SimpleDelegateKernel:
     """One delegate kernel per partition (SimpleDelegateKernelInterface)."""
 
     #: Set in prepare to the address of a native `TfLiteStatus invoke(context, node)` to skip
-    #: Python on every invoke; 0 means `invoke()` is called.
+    #: Python on every invoke; 0 means `invoke()` is called (which may set it, for the
+    #: invokes after it).
     native_invoke_address: int = 0
 
     def init(self, context: Context, nodes: list[NodeInfo], inputs: tuple[int, ...],
@@ -276,6 +277,8 @@ def _kernel_prepare(context: Context, node_pointer) -> int:
 def _kernel_invoke(context: Context, node_pointer) -> int:
     kernel, _ = _kernel_of_node(node_pointer)
     kernel.invoke(context)
+    if kernel.native_invoke_address:         # from now on, the runtime calls it natively
+        _slot(node_pointer.contents.user_data)[0] = kernel.native_invoke_address
     return abi.kTfLiteOk
 
 

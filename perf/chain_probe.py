@@ -16,7 +16,10 @@ core as perf/peers.py does for XLA):
 - `kernel@4k`: numpy-like arrays on 4 KiB pages (madvise NOHUGEPAGE), to see what huge pages buy;
 - one row per `--variants` entry: the kernel rendered with the schedule patched in this
   process and/or its source edited (SOURCE_EDITS below; features joined by `+`), compiled with
-  numba (with its `noalias` flag for `noalias`) and called like `kernel@numpy`;
+  numba and called like `kernel@numpy`. Since issue 14's item 2 every kernel is compiled with
+  numba's `noalias` flag (codegen.compile.NoAliasCompiler) and checks `misses` as int32
+  magnitudes, so `bits` finds nothing to change and `tilecheck` only cuts the nest into
+  tiles (the renderer's row blocks and unrolled rows are what `tilecheck` and `unroll` were);
 - `jax`: the model as one jax.jit function (perf/peers.py), when jax is installed.
 
 `p10_us` is the 10th percentile of the rounds (see `low`), `median` the median; ns/elem is
@@ -388,34 +391,6 @@ def render_with(ir, features: list[str]) -> str:
         schedule.ROW_TILE, schedule._row_tileable, schedule.VECTOR_BLOCK = saved
 
 
-class NoAlias:
-    """Compile with numba's `noalias` flag (every pointer argument of the kernel marked
-    noalias in LLVM, as C's restrict): numba has the flag but njit does not expose it, so
-    this patches CPUTargetOptions.finalize for the duration of a compile."""
-
-    def __init__(self, on: bool) -> None:
-        self.on = on
-
-    def __enter__(self):
-        from numba.core import cpu
-        self.saved = cpu.CPUTargetOptions.finalize
-        if self.on:
-            saved = self.saved
-
-            def finalize(options, flags, values):
-                saved(options, flags, values)
-                flags.noalias = True
-            cpu.CPUTargetOptions.finalize = finalize
-        return self
-
-    def __exit__(self, *exc):
-        from numba.core import cpu
-        cpu.CPUTargetOptions.finalize = self.saved
-
-
-COMPILE_FLAGS = ("noalias",)
-
-
 def variant_source(ir, spec: str, info: dict) -> str:
     features = spec.split("+")
     source = render_with(ir, [f for f in features if f.split("=")[0] in ("rowtile", "vblock")])
@@ -423,7 +398,7 @@ def variant_source(ir, spec: str, info: dict) -> str:
         key, _, value = feature.partition("=")
         if key in SOURCE_EDITS:
             source = SOURCE_EDITS[key](source, {**info, key: int(value or 0)})
-        elif key not in ("rowtile", "vblock", *COMPILE_FLAGS):
+        elif key not in ("rowtile", "vblock"):
             raise SystemExit(f"unknown variant feature {feature!r}")
     return source
 
@@ -512,7 +487,7 @@ def main(argv=None) -> None:
                                                        "bias_relu6_scale", "layernorm_tail"])
     parser.add_argument("--sizes", nargs="+", type=parse_size, default=[64 << 10, 4 << 20])
     parser.add_argument("--variants", nargs="*", default=["nomiss", "bits"],
-                        help="features joined by +: rowtile=N, vblock=N, noalias, "
+                        help="features joined by +: rowtile=N, vblock=N, "
                         + ", ".join(SOURCE_EDITS))
     parser.add_argument("--memory", action="store_true",
                         help="also arena / alignment / 4K-page rows")
@@ -580,10 +555,8 @@ def main(argv=None) -> None:
                     "outputs": [n for n, t in names.items() if t in ir.outputs]}
             for label in args.variants:
                 source = variant_source(ir, label, info)
-                with NoAlias("noalias" in label.split("+")):
-                    compiled = KernelCache(tempfile.mkdtemp(dir=cache_root)).get(kernel.name,
-                                                                                  source)
-                    asm = compiled.inspect_asm() if args.asm else ""
+                compiled = KernelCache(tempfile.mkdtemp(dir=cache_root)).get(kernel.name, source)
+                asm = compiled.inspect_asm() if args.asm else ""
                 context = FakeContext(model_arrays(case, allocator()))
                 methods[label] = context.caller(compiled)
                 methods[label]()

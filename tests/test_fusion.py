@@ -12,6 +12,8 @@ from conftest import ROOT, builtin_interpreter, foreign_calls, run, same_bits
 from equivalence import graphs
 from fusion_delegate import FusionDelegate
 from fusion_delegate.demo import build_demo_model
+import fusion_delegate.fusion
+from fusion_delegate.fusion import advise_huge_pages
 from fusion_delegate.model import ModelBuilder, read_model
 from fusion_delegate.tools.plan import describe
 
@@ -298,3 +300,41 @@ def test_a_generated_kernel_vectorises_its_loops(cache_dir):
                         kernel.inspect_asm())
     assert len(packed) > 100
     assert foreign_calls(kernel.inspect_llvm()) == set()
+
+
+def test_large_partition_tensors_run_natively_after_a_first_invoke_that_advises_huge_pages(
+        cache_dir, rng, monkeypatch):
+    """[2, 1024, 1024] (8 MB a tensor): the first invoke after each prepare goes through Python
+    (madvise of the arena's large tensors, x and out), later ones natively; the results are
+    LiteRT's throughout."""
+    advised = []
+    monkeypatch.setattr(fusion_delegate.fusion, "advise_huge_pages",
+                        lambda address, nbytes: advised.append(nbytes))
+    b = ModelBuilder()
+    x = b.input("x", (2, 1024, 1024))
+    h = b.op("MUL", [x, b.const("scale", np.linspace(-2, 2, 1024, dtype=np.float32))], NONE)
+    b.output(b.op("ADD", [h, b.const("bias", np.float32(0.25))], NONE, name="out"))
+    model = b.to_bytes()
+    delegate = FusionDelegate(cache_dir=cache_dir, min_speedup=0.0)
+    interpreter = builtin_interpreter(model, [delegate])
+    reference = builtin_interpreter(model)
+    for rows in (1024, 1023, 1024):                     # three prepares
+        x = rng.standard_normal((2, rows, 1024)).astype(np.float32)
+        for _ in range(3):
+            assert same_bits(run(interpreter, [x])[0], run(reference, [x])[0])
+    assert advised == [8 << 20] * 2 + [2 * 1023 * 1024 * 4] * 2 + [8 << 20] * 2
+
+
+@pytest.mark.parametrize("address, nbytes", [(0, 1 << 30), (4096, 4 << 20), (1, 0),
+                                             (-(1 << 21), 1 << 22), (1 << 47, 1 << 40)])
+def test_advising_huge_pages_never_fails(address, nbytes):
+    """Unmapped, unaligned, empty, negative and absurd ranges: madvise's errors are ignored."""
+    advise_huge_pages(address, nbytes)
+
+
+def test_advising_huge_pages_on_live_and_read_only_memory_keeps_its_contents():
+    data = np.arange(3 << 20, dtype=np.float32)
+    constant = np.frombuffer(bytes(8 << 20), np.uint8)
+    advise_huge_pages(data.ctypes.data, data.nbytes)
+    advise_huge_pages(constant.ctypes.data, constant.nbytes)
+    assert np.array_equal(data, np.arange(3 << 20, dtype=np.float32)) and not constant.any()

@@ -31,7 +31,8 @@ def test_a_chain_of_arithmetic_is_checked_only_at_its_output():
                     ("NEG", (3,), 4, 0)], outputs=(4,), constant=9)
     assert FastPath.of(ir) == FastPath(dropped=3, checked=(4,), guarded=())
     source = render_kernel(ir, LAYOUT)
-    assert "misses = max(misses, nonfinite(t4[i0]))" in source
+    assert "misses = max(misses, magnitude(t4[i0]))" in source
+    assert "if misses < INF_BITS:" in source
     assert source.count("clamp_overflow(") == 3         # all in the exact loop
 
 
@@ -53,7 +54,8 @@ def test_sin_and_cos_are_guarded_and_their_operands_checked():
     source = render_kernel(ir, LAYOUT)
     assert "sin_near_f32(t1)" in source and "sin_f32(t1)" in source
     one_line = " ".join(source.split())
-    assert "max(nonfinite(t1), far_angle(t1), far_angle(t0[i0]), nonfinite(t4[i0]))" in one_line
+    assert ("max(magnitude(t1), miss_if(far_angle(t1)), miss_if(far_angle(t0[i0])), "
+            "magnitude(t4[i0]))") in one_line
 
 
 def test_kernels_without_clamps_to_drop_have_one_loop():
@@ -88,3 +90,60 @@ def test_the_precision_is_in_the_text_only_where_some_op_depends_on_it():
     fast = render_kernel(replace(transcendental, precision="fast"), LAYOUT)
     exact = render_kernel(transcendental, LAYOUT)
     assert "| precision fast |" in fast and "| precision exact |" in exact
+
+
+def test_kernels_compile_with_noalias_arguments():
+    ir = kernel_ir([("ADD", (0, 0), 1, 0)], outputs=(1,))
+    assert "pipeline_class=NoAliasCompiler)" in render_kernel(ir, LAYOUT)
+
+
+def test_row_blocks_check_their_outputs_after_each_block_in_one_flat_loop():
+    """x * c0 + c1 ... over [100, 16], 8 per-channel constants: the inner loop over a row
+    only stores; the block's outputs are checked in a flat loop while in L1. The exact loop
+    has the same nest."""
+    values = [Value(0, "x", (100, 16))]
+    ops, h = [], 0
+    for k in range(8):
+        values += [Value(1 + k, f"c{k}", (16,)), Value(10 + k, f"h{k}", (100, 16))]
+        ops.append(Op(k, "ADD" if k % 2 else "MUL", (h, 1 + k), 10 + k, (("activation", 0),)))
+        h = 10 + k
+    ir = KernelIR(0, tuple(sorted(values, key=lambda v: v.tensor)), tuple(ops),
+                  inputs=tuple(range(9)), outputs=(h,))
+    source = render_kernel(ir, LAYOUT)
+    fast = source.split("    misses = np.int32(0)\n")[1].split("    if misses < INF_BITS:")[0]
+    lines = fast.splitlines()
+    assert lines[:5] == [
+        "    # Nest 1 over [100, 16] in blocks of 64 rows: MUL, ADD -> h7",
+        "    for block in range(2):",
+        "        for i0 in range(block * 64, min(block * 64 + 64, 100)):",
+        "            for i1 in range(16):",
+        "                h0 = x[i0 * 16 + i1] * c0[i1]"]
+    assert lines[-3:] == [
+        "                h7[i0 * 16 + i1] = h6 + c7[i1]",
+        "        for j in range(block * 64 * 16, min(block * 64 + 64, 100) * 16):",
+        "            misses = max(misses, magnitude(h7[j]))"]
+    assert fast.count("magnitude(") == 1 and source.count("for block in range(2):") == 2
+
+
+def test_unrolled_rows_update_misses_once_an_iteration_and_leave_the_rest_to_one_row_loops():
+    """16 per-channel constants over [10, 256]: rows 0-7 four at a time, rows 8-9 alone."""
+    values = [Value(0, "x", (10, 256))]
+    ops, h = [], 0
+    for k in range(16):
+        values += [Value(1 + k, f"c{k}", (256,)), Value(20 + k, f"h{k}", (10, 256))]
+        ops.append(Op(k, "ADD" if k % 2 else "MUL", (h, 1 + k), 20 + k, (("activation", 0),)))
+        h = 20 + k
+    ir = KernelIR(0, tuple(sorted(values, key=lambda v: v.tensor)), tuple(ops),
+                  inputs=tuple(range(17)), outputs=(h,))
+    source = render_kernel(ir, LAYOUT)
+    fast = source.split("    misses = np.int32(0)\n")[1].split("    if misses < INF_BITS:")[0]
+    lines = [line.strip() for line in fast.splitlines()]
+    assert lines[:4] == ["# Nest 1 over [10, 256], 4 rows an iteration: MUL, ADD -> h15",
+                         "for i0 in range(0, 8, 4):", "for i1 in range(256):", "# Row i0"]
+    assert "h0_r3 = x[(i0 + 3) * 256 + i1] * c0[i1]" in lines
+    assert "h15[(i0 + 3) * 256 + i1] = h14_r3 + c15[i1]" in lines
+    one_line = " ".join(fast.split())
+    assert ("misses = max(misses, max(magnitude(h15[i0 * 256 + i1]), magnitude(h15[(i0 + 1) * "
+            "256 + i1]), magnitude(h15[(i0 + 2) * 256 + i1]), magnitude(h15[(i0 + 3) * 256 + "
+            "i1]))) for i0 in range(8, 10):") in one_line
+    assert fast.count("misses = max(") == 2

@@ -8,7 +8,7 @@ import pytest
 from conftest import builtin_interpreter, run, same_bits
 from codegen.ir import KernelIR, Op, Value
 from codegen.render import TensorTableLayout, render_kernel
-from codegen.schedule import ROW_COPIES_BYTES, ROW_TILE, VECTOR_BLOCK, plan
+from codegen.schedule import ROW_COPIES_BYTES, ROW_TILE, UNROLL_ROWS, VECTOR_BLOCK, plan
 from fusion_delegate import FusionDelegate
 from fusion_delegate.model import ModelBuilder
 
@@ -66,32 +66,67 @@ def test_short_channel_dims_are_tiled_into_long_inner_loops(channels):
     ir = ir_of({0: (1, 40, 40, channels), 1: (channels,), 2: (1, 40, 40, channels)},
                [("ADD", (0, 1), 2)], inputs=(0, 1), outputs=(2,))
     (nest,) = plan(ir).nests
-    assert nest.loops.sizes == (40 * 40 * channels,)
+    assert nest.loops.sizes == (40 * 40 * channels,) and nest.row_block == 0
     unit = math.lcm(channels, VECTOR_BLOCK)     # whole rows, whole vector iterations
     assert nest.tile % unit == 0 and ROW_TILE <= nest.tile < ROW_TILE + unit
     assert nest.periodic == ((1, channels),)
 
 
-@pytest.mark.parametrize("channels", [16, 64])
-def test_the_row_copies_of_many_per_channel_constants_stay_within_half_of_l1(channels):
-    """16 per-channel constants (chain16): 1024-element copies would be 64 KiB."""
-    values = {0: (256, channels), **{1 + k: (channels,) for k in range(16)}}
+def chain(rows: int, channels: int, constants: int = 16) -> KernelIR:
+    """Per-channel constants, alternately multiplied and added (chain16)."""
+    values = {0: (rows, channels), **{1 + k: (channels,) for k in range(constants)}}
     ops, h = [], 0
-    for k in range(16):
-        values[17 + k] = (256, channels)
-        ops.append(("ADD" if k % 2 else "MUL", (h, 1 + k), 17 + k))
-        h = 17 + k
-    (nest,) = plan(ir_of(values, ops, inputs=tuple(range(17)), outputs=(h,))).nests
-    assert len(nest.periodic) == 16
+    for k in range(constants):
+        values[100 + k] = (rows, channels)
+        ops.append(("ADD" if k % 2 else "MUL", (h, 1 + k), 100 + k))
+        h = 100 + k
+    return ir_of(values, ops, inputs=tuple(range(constants + 1)), outputs=(h,))
+
+
+@pytest.mark.parametrize("channels", [4, 8])
+def test_the_row_copies_of_many_per_channel_constants_stay_within_half_of_l1(channels):
+    """16 per-channel constants in rows shorter than a vector: row tiles, whose 1024-element
+    copies would be 64 KiB."""
+    (nest,) = plan(chain(256, channels)).nests
+    assert len(nest.periodic) == 16 and nest.row_block == 0
     assert 16 * 4 * nest.tile <= ROW_COPIES_BYTES
     assert nest.tile % math.lcm(channels, VECTOR_BLOCK) == 0
+
+
+@pytest.mark.parametrize("channels, constants", [(16, 16), (16, 8), (24, 12), (48, 8)])
+def test_many_per_channel_constants_that_fit_in_registers_run_in_row_blocks(channels,
+                                                                            constants):
+    """The plain [M, C] nest, its constants in registers, about ROW_TILE elements a block."""
+    (nest,) = plan(chain(256, channels, constants)).nests
+    assert nest.loops.sizes == (256, channels) and nest.periodic == () and nest.tile == 0
+    assert nest.row_block == ROW_TILE // channels
+
+
+@pytest.mark.parametrize("channels, constants", [(8, 16), (16, 4), (32, 4)])
+def test_short_rows_or_few_constants_stay_row_tiled(channels, constants):
+    (nest,) = plan(chain(256, channels, constants)).nests
+    assert nest.row_block == 0 and nest.row_unroll == 0 and len(nest.periodic) == constants
+
+
+@pytest.mark.parametrize("channels", [32, 64, 256, 1000])
+def test_many_constants_beyond_the_registers_are_shared_by_unrolled_rows(channels):
+    """Each load of a per-channel constant serves UNROLL_ROWS rows: the plain [M, C] nest."""
+    (nest,) = plan(chain(256, channels, 16)).nests
+    assert nest.row_unroll == UNROLL_ROWS and nest.loops.sizes == (256, channels)
+    assert nest.periodic == () and nest.tile == 0 and nest.row_block == 0
+
+
+def test_fewer_rows_than_unrolled_or_few_constants_leave_long_rows_plain():
+    for ir in (chain(UNROLL_ROWS - 1, 256, 16), chain(256, 256, 4)):
+        (nest,) = plan(ir).nests
+        assert nest.row_unroll == nest.row_block == nest.tile == 0 and nest.periodic == ()
 
 
 def test_long_rows_and_row_statistics_are_not_row_tiled():
     wide = ir_of({0: (10, 512), 1: (512,), 2: (10, 512)}, [("ADD", (0, 1), 2)], (0, 1), (2,))
     rows = ir_of({0: (10, 16), 1: (10, 1), 2: (16,), 3: (10, 16), 4: (10, 16)},
                  [("SUB", (0, 1), 3), ("MUL", (3, 2), 4)], (0, 1, 2), (4,))
-    assert plan(wide).nests[0].tile == 0
+    assert plan(wide).nests[0].tile == 0 and plan(wide).nests[0].periodic == ()
     assert plan(rows).nests[0].periodic == () and plan(rows).nests[0].loops.sizes == (10, 16)
 
 
@@ -157,3 +192,40 @@ def test_exclude_nodes_leaves_those_nodes_to_litert(cache_dir):
     reasons = {index: claim.reason for index, claim in delegate.claims.items()}
     assert reasons[2] == "excluded by the exclude_nodes option"
     assert sum(reason is None for reason in reasons.values()) == 3
+
+
+def per_channel_chain(shape: tuple[int, ...]) -> bytes:
+    """((x * scale_0 + bias_1) * scale_2 ...) * x with 8 per-channel constants (row blocks at
+    C = 16, unrolled rows at C = 256):
+    clamps the fast loop leaves out, and values that overflow (scale_0 up to 4e37)."""
+    channels = shape[-1]
+    b = ModelBuilder()
+    x = b.input("x", shape)
+    h = x
+    for k in range(8):
+        top = 4e37 if k == 0 else 2.0
+        values = np.linspace(-1 if k % 2 else 0.5, top, channels, dtype=np.float32)
+        h = b.op("ADD" if k % 2 else "MUL", [h, b.const(f"c{k}", values)], NONE)
+    b.output(b.op("MUL", [h, x], NONE, name="out"))
+    return b.to_bytes()
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+@pytest.mark.parametrize("special", [None, np.inf, -np.inf, np.nan, -0.0, 3e38])
+@pytest.mark.parametrize("shape, form", [((1, 67, 65, 16), "for block in range("),
+                                         ((1, 37, 7, 256), "# Row i0 + 3")])
+def test_row_blocks_and_unrolled_rows_keep_litert_semantics_for_inf_nan_and_negative_zero(
+        cache_dir, rng, shape, form, special, threads):
+    """One special value (or an overflow to inf) in one row block, or in rows unrolled (259
+    rows: 3 left over): the exact loop reruns, and every output is LiteRT's, bit for bit."""
+    model = per_channel_chain(shape)
+    delegate = FusionDelegate(cache_dir=cache_dir, min_speedup=0.0, num_threads=threads)
+    interpreter = builtin_interpreter(model, [delegate], num_threads=threads)
+    assert delegate.summary() == "9 of 9 nodes delegated in 1 partitions"
+    assert form in delegate.kernels[0].kernel.source
+    x = rng.standard_normal(shape).astype(np.float32)
+    if special is not None:
+        x[0, 36, 3, 5] = special
+    got, = run(interpreter, [x])
+    want, = run(builtin_interpreter(model), [x])
+    assert same_bits(got, want)
