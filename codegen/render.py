@@ -195,11 +195,7 @@ def nest_names(schedule: Schedule, names: dict[int, str]) -> list[NestNames]:
     taken = set(names.values()) | RESERVED
 
     def fresh(base: str) -> str:
-        name, suffix = base, 1
-        while name in taken:
-            name, suffix = f"{base}_{suffix}", suffix + 1
-        taken.add(name)
-        return name
+        return fresh_name(base, taken)
 
     result = []
     for nest in schedule.nests:

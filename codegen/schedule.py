@@ -74,6 +74,10 @@ ROW_BLOCK_OPERANDS = 8
 #: operands or more that do not fit in registers: each load of a periodic operand then serves
 #: UNROLL_ROWS rows (chain16 at C = 256 is bound by loads, 17 a vector; 1.6x at 64K).
 UNROLL_ROWS = 4
+#: ... in nests of at most this many elements: beyond, the four rows' streams ran at half the
+#: speed of one (chain16, C = 256: 30% of copy bandwidth at 1M, 32% against 61% at 4M), where
+#: at 256K they were 1.26x faster.
+UNROLL_MAX_ELEMENTS = 1 << 18
 
 #: Rows a rows nest takes through its passes together (its `tile` is their elements): the
 #: reductions of a row of 96-200 elements end in horizontal sums, divisions and square roots
@@ -349,7 +353,7 @@ def _loops(ir: KernelIR, domain: tuple[int, ...], ops: tuple[Op, ...], reads: tu
             if -(-period // LANES) * constants <= CONSTANT_REGISTERS:
                 return Nest(domain, ops, loops, reads, writes, stages=(ops,),
                             row_block=min(rows, max(1, ROW_TILE // period)))
-            if rows >= UNROLL_ROWS:
+            if UNROLL_ROWS <= rows and rows * period <= UNROLL_MAX_ELEMENTS:
                 return Nest(domain, ops, loops, reads, writes, stages=(ops,),
                             row_unroll=UNROLL_ROWS)
     if _row_tileable(loops):

@@ -8,7 +8,8 @@ import pytest
 from conftest import builtin_interpreter, run, same_bits
 from codegen.ir import KernelIR, Op, Value
 from codegen.render import TensorTableLayout, render_kernel
-from codegen.schedule import ROW_COPIES_BYTES, ROW_TILE, UNROLL_ROWS, VECTOR_BLOCK, plan
+from codegen.schedule import (ROW_COPIES_BYTES, ROW_TILE, UNROLL_MAX_ELEMENTS, UNROLL_ROWS,
+                              VECTOR_BLOCK, plan)
 from fusion_delegate import FusionDelegate
 from fusion_delegate.model import ModelBuilder
 
@@ -116,8 +117,9 @@ def test_many_constants_beyond_the_registers_are_shared_by_unrolled_rows(channel
     assert nest.periodic == () and nest.tile == 0 and nest.row_block == 0
 
 
-def test_fewer_rows_than_unrolled_or_few_constants_leave_long_rows_plain():
-    for ir in (chain(UNROLL_ROWS - 1, 256, 16), chain(256, 256, 4)):
+def test_fewer_rows_than_unrolled_or_few_constants_or_a_nest_out_of_cache_leave_rows_plain():
+    for ir in (chain(UNROLL_ROWS - 1, 256, 16), chain(256, 256, 4),
+               chain(UNROLL_MAX_ELEMENTS // 256 + 1, 256, 16)):
         (nest,) = plan(ir).nests
         assert nest.row_unroll == nest.row_block == nest.tile == 0 and nest.periodic == ()
 
