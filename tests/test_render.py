@@ -97,20 +97,30 @@ def test_kernels_compile_with_noalias_arguments():
     assert "pipeline_class=NoAliasCompiler)" in render_kernel(ir, LAYOUT)
 
 
+def per_channel_chain(rows: int, channels: int, constants: int) -> tuple[str, str]:
+    """x * c0 + c1 * c2 ... over [rows, channels], one [channels] constant per op: the kernel's
+    source and its fast loop."""
+    first = 1 + constants                         # tensor id of the first op's output
+    values = [Value(0, "x", (rows, channels))]
+    ops, h = [], 0
+    for k in range(constants):
+        values += [Value(1 + k, f"c{k}", (channels,)),
+                   Value(first + k, f"h{k}", (rows, channels))]
+        ops.append(Op(k, "ADD" if k % 2 else "MUL", (h, 1 + k), first + k,
+                      (("activation", 0),)))
+        h = first + k
+    ir = KernelIR(0, tuple(sorted(values, key=lambda v: v.tensor)), tuple(ops),
+                  inputs=tuple(range(first)), outputs=(h,))
+    source = render_kernel(ir, LAYOUT)
+    return source, source.split("    misses = np.int32(0)\n")[1].split(
+        "    if misses < INF_BITS:")[0]
+
+
 def test_row_blocks_check_their_outputs_after_each_block_in_one_flat_loop():
     """x * c0 + c1 ... over [100, 16], 8 per-channel constants: the inner loop over a row
     only stores; the block's outputs are checked in a flat loop while in L1. The exact loop
     has the same nest."""
-    values = [Value(0, "x", (100, 16))]
-    ops, h = [], 0
-    for k in range(8):
-        values += [Value(1 + k, f"c{k}", (16,)), Value(10 + k, f"h{k}", (100, 16))]
-        ops.append(Op(k, "ADD" if k % 2 else "MUL", (h, 1 + k), 10 + k, (("activation", 0),)))
-        h = 10 + k
-    ir = KernelIR(0, tuple(sorted(values, key=lambda v: v.tensor)), tuple(ops),
-                  inputs=tuple(range(9)), outputs=(h,))
-    source = render_kernel(ir, LAYOUT)
-    fast = source.split("    misses = np.int32(0)\n")[1].split("    if misses < INF_BITS:")[0]
+    source, fast = per_channel_chain(100, 16, 8)
     lines = fast.splitlines()
     assert lines[:5] == [
         "    # Nest 1 over [100, 16] in blocks of 64 rows: MUL, ADD -> h7",
@@ -127,16 +137,7 @@ def test_row_blocks_check_their_outputs_after_each_block_in_one_flat_loop():
 
 def test_unrolled_rows_update_misses_once_an_iteration_and_leave_the_rest_to_one_row_loops():
     """16 per-channel constants over [10, 256]: rows 0-7 four at a time, rows 8-9 alone."""
-    values = [Value(0, "x", (10, 256))]
-    ops, h = [], 0
-    for k in range(16):
-        values += [Value(1 + k, f"c{k}", (256,)), Value(20 + k, f"h{k}", (10, 256))]
-        ops.append(Op(k, "ADD" if k % 2 else "MUL", (h, 1 + k), 20 + k, (("activation", 0),)))
-        h = 20 + k
-    ir = KernelIR(0, tuple(sorted(values, key=lambda v: v.tensor)), tuple(ops),
-                  inputs=tuple(range(17)), outputs=(h,))
-    source = render_kernel(ir, LAYOUT)
-    fast = source.split("    misses = np.int32(0)\n")[1].split("    if misses < INF_BITS:")[0]
+    source, fast = per_channel_chain(10, 256, 16)
     lines = [line.strip() for line in fast.splitlines()]
     assert lines[:4] == ["# Nest 1 over [10, 256], 4 rows an iteration: MUL, ADD -> h15",
                          "for i0 in range(0, 8, 4):", "for i1 in range(256):", "# Row i0"]
