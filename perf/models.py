@@ -38,7 +38,7 @@ from perf.timing import MIN_ROUNDS, Samples, interleaved  # noqa: E402
 
 CORPUS = Path(os.environ.get("FUSION_CORPUS_DIR") or ROOT / "tests" / "models" / "corpus")
 MIN_SPEEDUP = FusionOptions().min_speedup      # what the default options claim from
-LITERT, DELEGATE = "litert_default", "delegate_defaults"
+LITERT, LITERT_TWIN, DELEGATE = "litert_default", "litert_twin", "delegate_defaults"
 NONE, TWIN = "none", "none_twin"
 
 
@@ -86,13 +86,24 @@ class ModelResult:
     error: str | None = None
 
     @property
+    def litert(self) -> float:
+        """LiteRT default: the mean of two identical interpreters' medians."""
+        return (self.times[LITERT].median + self.times[LITERT_TWIN].median) / 2
+
+    @property
     def speedup(self) -> float:
-        return self.times[LITERT].median / self.times[DELEGATE].median
+        return self.litert / self.times[DELEGATE].median
+
+    @property
+    def twins(self) -> float:
+        """How far apart the two LiteRT interpreters came, over their mean: what a model's
+        time moves by with where its memory landed, the floor under any speedup read here."""
+        return abs(self.times[LITERT].median - self.times[LITERT_TWIN].median) / self.litert
 
 
 def time_model(model: dict, data: bytes, threads: int, config: Config) -> ModelResult:
     result = ModelResult(model["id"], model["variant"], threads)
-    plain = interpreter(data, threads)
+    plain, twin = interpreter(data, threads), interpreter(data, threads)
     inputs = model_inputs(plain, model)
     delegate = FusionDelegate()
     try:
@@ -102,10 +113,11 @@ def time_model(model: dict, data: bytes, threads: int, config: Config) -> ModelR
         return result
     result.nodes, result.claimed = len(delegate.last_plan), claimed_nodes(delegate)
     result.partitions = len(delegate.last_partitions)
-    for it in (plain, fused):
+    for it in (plain, twin, fused):
         set_inputs(it, inputs)
-    result.times = interleaved({LITERT: plain.invoke, DELEGATE: fused.invoke}, config.rounds,
-                               config.batch_seconds, config.model_seconds)
+    result.times = interleaved(
+        {LITERT: plain.invoke, LITERT_TWIN: twin.invoke, DELEGATE: fused.invoke},
+        config.rounds, config.batch_seconds, config.model_seconds)
     return result
 
 
@@ -211,23 +223,23 @@ def geomean(values: list[float]) -> float:
 
 
 MODEL_COLUMNS = ("model", "variant", "claimed/nodes", "partitions", "litert_ms", "delegate_ms",
-                 "speedup", "iqr%")
+                 "speedup", "twins%", "iqr%")
 
 
 def model_rows(results: list[ModelResult]) -> list[tuple]:
     rows = []
     for r in results:
         if r.error:
-            rows.append((r.model, r.variant, "-", "-", "-", "-", f"error: {r.error}", ""))
+            rows.append((r.model, r.variant, "-", "-", "-", "-", f"error: {r.error}", "", ""))
             continue
         spread = max(r.times[LITERT].spread, r.times[DELEGATE].spread)
         rows.append((r.model, r.variant, f"{r.claimed}/{r.nodes}", r.partitions,
-                     f"{r.times[LITERT].median * 1e3:.2f}", f"{r.times[DELEGATE].median * 1e3:.2f}",
-                     f"{r.speedup:.3f}x", f"{100 * spread:.0f}"))
+                     f"{r.litert * 1e3:.2f}", f"{r.times[DELEGATE].median * 1e3:.2f}",
+                     f"{r.speedup:.3f}x", f"{100 * r.twins:.1f}", f"{100 * spread:.0f}"))
     speedups = [r.speedup for r in results if not r.error]
     if speedups:
         rows.append(("geomean", f"{len(speedups)} models", "", "", "", "",
-                     f"{geomean(speedups):.3f}x", ""))
+                     f"{geomean(speedups):.3f}x", "", ""))
     return rows
 
 
@@ -290,8 +302,12 @@ def header(meta: dict) -> list[str]:
 LEGEND = f"""\
 `claimed/nodes` and `partitions` are the delegate's with its default options (`min_speedup`
 {MIN_SPEEDUP:g}), in the model's main graph (the subgraph with the most nodes); `litert_ms` is
-LiteRT default (XNNPACK) alone, `delegate_ms` the same with `FusionDelegate()`; `speedup` =
-litert_ms / delegate_ms (above 1: the delegate is faster)."""
+LiteRT default (XNNPACK) alone, the mean of two identical interpreters timed in the same rounds,
+`delegate_ms` the same with `FusionDelegate()`; `speedup` = litert_ms / delegate_ms (above 1: the
+delegate is faster); `twins%`: how far apart the two LiteRT interpreters came, over their mean.
+Interpreters of one model differ only in where their memory landed, and that alone moves its
+time by this much: a speedup closer to 1 than `twins%` (a model where nothing is claimed, above
+all) is not a measured difference."""
 
 PARTITION_LEGEND = f"""\
 Every partition the delegate claims with `min_speedup=0`, claimed alone (the other claimable
