@@ -29,7 +29,7 @@ from .context import Context, NodeInfo, Partition
 from .errors import KernelBuildError, KernelCompileError
 from .options import FusionOptions
 from .simple_delegate import SimpleDelegate, SimpleDelegateKernel
-from .worth import UNKNOWN, Prediction, predict
+from .worth import UNKNOWN, Prediction, broadcast_run, predict
 
 LAYOUT = TensorTableLayout(context_tensors_offset=abi.CONTEXT_TENSORS_OFFSET,
                            tensor_size=abi.TENSOR_SIZE, tensor_data_offset=abi.TENSOR_DATA_OFFSET)
@@ -183,12 +183,14 @@ class FusionDelegate(SimpleDelegate):
                 f"{len(self.last_partitions)} partitions")
 
 
-def cost_keys(ir: KernelIR) -> list[tuple[str, int]]:
-    """(cost model key, output elements) of each node the partition replaces: the op, for a
-    quantized one `OP/int8` (its costs are measured apart: LiteRT often runs it on the
-    builtin kernels, and a chain of them is one table lookup fused), and for one precision="fast"
-    approximates `OP/fast` (same LiteRT cost, cheaper fused). A reduction or a composite row op
-    (SOFTMAX, lowered to several ops: counted once) by its input's elements."""
+def cost_keys(ir: KernelIR) -> list[tuple[str, int, int]]:
+    """(cost model key, output elements, broadcast run) of each node the partition replaces:
+    the op, for a quantized one `OP/int8` (its costs are measured apart: LiteRT often runs it on
+    the builtin kernels, and a chain of them is one table lookup fused), and for one
+    precision="fast" approximates `OP/fast` (same LiteRT cost, cheaper fused). A reduction or a
+    composite row op (SOFTMAX, lowered to several ops: counted once) by its input's elements.
+    The run (worth.broadcast_run) is what XNNPACK's kernel covers per call: all the elements
+    but for a binary op with a broadcast operand."""
     keys, seen = [], set()
     for op in ir.ops:
         values = [ir.value(t) for t in (*op.inputs, op.output)]
@@ -203,7 +205,9 @@ def cost_keys(ir: KernelIR) -> list[tuple[str, int]]:
                 name = f"{name}/{quantized[0]}"
             elif ir.precision == "fast" and name in OPS and OPS[name].approximated:
                 name = f"{name}/fast"
-            keys.append((name, elements))
+            run = (broadcast_run(values[-1].shape, [v.shape for v in values[:-1]])
+                   if len(op.inputs) == 2 else elements)
+            keys.append((name, elements, run))
     return keys
 
 

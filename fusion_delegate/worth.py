@@ -15,6 +15,10 @@ leave L2 and L3: an element costs several times more past them).
   partition, costs beyond its fixed cost: one input and one output) and every op's compute.
   Loads and stores overlap the compute, so whichever is slower sets the time. An op computes
   once per element of its output: ops on smaller shapes get their own, smaller nests.
+- A binary op whose broadcast operand repeats every `run` elements (a per-channel constant:
+  run = C) costs LiteRT more where runs are short: XNNPACK calls its kernel once per run (at
+  C = 8 an ADD took 9x its time at C = 256 here). `broadcast` has that factor, measured on ADD
+  at a few run lengths.
 - On top comes `split`, what cutting XNNPACK's partition in two costs: in a real model
   elementwise ops sit between ops XNNPACK runs (convolutions, matmuls). It grows with the
   tensors at the cut (they leave XNNPACK's workspace for TFLite's arena, out of cache) and
@@ -52,7 +56,7 @@ QUANTIZED_OPS = tuple(f"{name}/int8" for name, dtypes in quant.SUPPORTED_DTYPES.
                       if "int8" in dtypes and name not in ("QUANTIZE", "DEQUANTIZE"))
 #: precision="fast" ops have costs of their own, `OP/fast`: LiteRT's are the same, ours lower.
 APPROXIMATED_OPS = tuple(f"{name}/fast" for name, spec in OPS.items() if spec.approximated)
-FORMAT = 3
+FORMAT = 4
 #: Reductions and row ops not measured on their own (perf/calibrate.py times elementwise
 #: chains): each costs, on both sides, the elementwise ops it amounts to per input element.
 PROXIES = {"MEAN": ("ADD",), "SUM": ("ADD",), "REDUCE_MAX": ("MAXIMUM",),
@@ -100,12 +104,46 @@ class OpCost:
 
 
 @dataclass(frozen=True)
+class Broadcast:
+    """LiteRT's cost of a binary op broadcasting every `run` elements, over its cost at the
+    calibration's run (perf/calibrate.py's CHANNELS): measured at `runs`, increasing."""
+    runs: tuple[int, ...]
+    factors: tuple[float, ...]
+
+    def factor(self, run: int) -> float:
+        """That of the longest measured run up to `run` (the shortest's below them all);
+        longer runs than measured cost what the calibration's do."""
+        if not self.runs or run > 2 * self.runs[-1]:
+            return 1.0
+        below = [f for r, f in zip(self.runs, self.factors) if r <= run]
+        return below[-1] if below else self.factors[0]
+
+
+@dataclass(frozen=True)
 class Costs:
     """Everything measured at one thread count."""
     litert_first: Linear  # LiteRT's first op on top of its own cost, by iteration elements
     fused: Linear         # a one-op fused partition, by iteration elements
     split: Linear         # cutting an XNNPACK partition in two, by the cut's elements
+    broadcast: Broadcast  # a binary op's LiteRT cost by the length of its broadcast's runs
     ops: dict[str, OpCost]
+
+
+def broadcast_run(output: Sequence[int], inputs: Sequence[Sequence[int]]) -> int:
+    """Elements a binary op runs over in one call of XNNPACK's kernel: the innermost dims over
+    which each input is either whole or broadcast throughout. A scalar operand broadcasts along
+    every dim: one call (run = all the elements); a per-channel [C] one: a call per C."""
+    rank = len(output)
+    padded = [(1,) * (rank - len(shape)) + tuple(shape) for shape in inputs]
+    run, pattern = 1, None
+    for d in reversed(range(rank)):
+        if output[d] == 1:
+            continue
+        here = tuple(shape[d] == output[d] for shape in padded)
+        if pattern is not None and here != pattern:
+            break
+        pattern, run = here, run * output[d]
+    return run
 
 
 @dataclass(frozen=True)
@@ -135,18 +173,28 @@ class CostModel:
         same = [n for n in costs.ops if (n in TRANSCENDENTAL) == expensive] or list(costs.ops)
         return costs.ops[max(same, key=lambda n: costs.ops[n].fused_ns)]
 
-    def predict(self, ops: list[tuple[str, int]], nests: Sequence[int],
+    def predict(self, ops: Sequence[tuple], nests: Sequence[int],
                 threads: int = 1) -> Prediction:
         costs = self.costs(threads)
-        per_op = [(self.op_cost(costs, proxy), n) for name, n in ops
+        per_op = [(self.op_cost(costs, proxy), n, self.broadcast_factor(costs, name, n, *run))
+                  for name, n, *run in ops
                   for proxy in ((name,) if name in costs.ops else PROXIES.get(name, (name,)))]
         litert = costs.litert_first.us(max(nests, default=0), self.breaks) + sum(
-            cost.litert.us(elements, self.breaks) for cost, elements in per_op)
+            cost.litert.us(elements, self.breaks) * factor for cost, elements, factor in per_op)
         c0 = costs.fused.c0_us
         memory_us = sum(costs.fused.us(n, self.breaks) - c0 for n in nests)
-        compute_us = sum(cost.fused_ns * elements for cost, elements in per_op) / 1e3
+        compute_us = sum(cost.fused_ns * elements for cost, elements, _ in per_op) / 1e3
         split = costs.split.us(max(nests, default=0), self.breaks)
         return Prediction(litert, c0 + max(memory_us, compute_us) + split)
+
+
+    @staticmethod
+    def broadcast_factor(costs: Costs, name: str, elements: int, run: int | None = None) -> float:
+        """A float binary op's LiteRT cost factor for broadcasting every `run` elements (int8
+        ops have their own costs, often the builtin kernels')."""
+        if run is None or run >= elements or name not in OPS or OPS[name].arity != 2:
+            return 1.0
+        return costs.broadcast.factor(run)
 
 
 @functools.lru_cache(maxsize=None)
@@ -170,11 +218,12 @@ def _usable(path: str | Path | None) -> CostModel | None:
         return None
 
 
-def predict(ops: list[tuple[str, int]], nests: Sequence[int], threads: int = 1,
+def predict(ops: Sequence[tuple], nests: Sequence[int], threads: int = 1,
             path: str | Path | None = None) -> Prediction:
     """LiteRT's and the fused kernel's predicted time for a partition.
 
-    ops: (OPS name, elements of that op's output), in partition order; nests: elements of each
+    ops: (OPS name, elements of that op's output[, its broadcast_run]), in partition order;
+    nests: elements of each
     loop nest of the kernel (codegen.schedule); threads: the interpreter's. Never raises for a
     bad cost model: it predicts UNKNOWN (speedup inf) and logs why, once.
     """
@@ -224,12 +273,23 @@ class _Parser:
         return Costs(self.linear(data.get("litert_first"), n_breaks, where + "litert_first"),
                      self.linear(data.get("fused"), n_breaks, where + "fused"),
                      self.linear(data.get("split"), n_breaks, where + "split"),
+                     self.broadcast(data.get("broadcast"), where + "broadcast"),
                      {name: self.op(value, n_breaks, f"{where}ops.{name}")
                       for name, value in ops.items()})
 
     def op(self, data: dict, n_breaks: int, where: str) -> OpCost:
         return OpCost(self.linear(data.get("litert"), n_breaks, where + ".litert"),
                       self.number(data.get("fused_ns"), where + ".fused_ns"))
+
+    def broadcast(self, data: object, where: str) -> Broadcast:
+        runs = self.field(data, "runs", list, where + ".")
+        factors = self.field(data, "factors", list, where + ".")
+        if not all(isinstance(r, int) and r > 0 for r in runs) or runs != sorted(set(runs)) \
+                or len(factors) != len(runs):
+            raise self.fail(f"{where}: runs {runs!r} are not increasing positive integers "
+                            f"with one factor each")
+        return Broadcast(tuple(runs), tuple(self.number(f, f"{where}.factors[{i}]")
+                                            for i, f in enumerate(factors)))
 
     def linear(self, data: object, n_breaks: int, where: str) -> Linear:
         if not isinstance(data, dict):

@@ -18,6 +18,9 @@ fusion_delegate/worth.py has the model they are fitted to:
   at every size is the memory-bound side (`fused`).
 - Python's invoke overhead, timed on a model without ops, is taken off both sides. XNNPACK's
   fixed cost per partition (a one-NEG model at SIZES[0], less its op) is taken off LiteRT's.
+- `broadcast`: LiteRT's ADD at FUSED_SIZE with its per-channel operand [C] for C in
+  BROADCAST_RUNS, over the same at CHANNELS: how much more XNNPACK's kernel costs called once
+  per short row (worth.broadcast_run).
 - `split`, at each size: a chain of SANDWICH ADDs whose two middle ones are claimed, less the
   same chain all in XNNPACK, less what those two ADDs gain fused (timed alone both ways):
   what cutting an XNNPACK partition costs beyond the ops themselves.
@@ -57,10 +60,10 @@ from codegen.ops import OPS  # noqa: E402
 from fusion_delegate import FusionDelegate  # noqa: E402
 from fusion_delegate.model import ModelBuilder, Quantization, read_model  # noqa: E402
 from fusion_delegate.worth import (  # noqa: E402
-    APPROXIMATED_OPS, DEFAULT_PATH, FORMAT, QUANTIZED_OPS, CostModel)
+    APPROXIMATED_OPS, DEFAULT_PATH, FORMAT, QUANTIZED_OPS, CostModel, broadcast_run)
 from perf.suite import cpu_info, size_name, versions  # noqa: E402
 from perf.timing import MIN_ROUNDS, batch_size, no_gc, per_call  # noqa: E402
-from perf.workloads import WORKLOADS  # noqa: E402
+from perf.workloads import CHANNEL_WORKLOADS, WORKLOADS  # noqa: E402
 
 SIZES = (32, 1 << 12, 1 << 16, 1 << 20, 1 << 22)   # elements; the inner ones are the breaks
 FUSED_SIZE = 1 << 16
@@ -71,7 +74,12 @@ BATCH_SECONDS = 2e-4        # short against the scheduler's slice: most batches 
 GROUP_SECONDS = 0.3         # timing budget per op, size and pass
 CHECK_SIZES = (1 << 10, 1 << 16, 1 << 20)
 CHECK_SECONDS = 2.0
+#: The perf workloads, and per-channel ones with short channels (the broadcast factor's cases).
+CHECK_WORKLOADS = {**WORKLOADS, **{name: CHANNEL_WORKLOADS[name] for name in (
+    "bias_relu6_scale_c8", "bias_relu6_scale_c16", "bias_relu6_scale_c32", "se_gate_c16")}}
 CHANNELS = 256
+BROADCAST_OP = "ADD"
+BROADCAST_RUNS = (8, 16, 32, 64, 128)
 BASE = "NEG"                # the one-op partition the base costs are measured on
 EMPTY = ("empty",)
 SANDWICH = 6                # ADDs in the split chain; the delegate claims the middle two
@@ -98,14 +106,14 @@ INT8_OUTPUTS = {"LOGISTIC": Quantization.per_tensor(1 / 256, -128),
                 "TANH": Quantization.per_tensor(1 / 128, 0), **INT8_INPUTS}
 
 
-def chain(name: str, k: int, n: int) -> bytes:
-    """k times `h = op(h)`, or `h = op(h, y)` with y per channel for a binary op; `OP/int8`:
+def chain(name: str, k: int, n: int, channels: int = CHANNELS) -> bytes:
+    """k times `h = op(h)`, or `h = op(h, y)` with y [channels] for a binary op; `OP/int8`:
     the same in int8, every tensor scale 0.05 and zero point 0 but where the op needs others;
     `OP/fast`: the float chain (the delegate fuses it under precision="fast")."""
     op, _, variant = name.partition("/")
     dtype = variant if variant == "int8" else ""
     b = ModelBuilder(f"{op.lower()}_x{k}")
-    channels = min(CHANNELS, n)
+    channels = min(channels, n)
     q = INT8_INPUTS.get(op, INT8) if dtype else None
     h = b.input("x", (n // channels, channels), np.int8 if dtype else np.float32, q)
     y = None
@@ -183,6 +191,10 @@ def group(name: str, n: int, threads: int, cache_dir: str) -> dict[Key, Invoke]:
     methods.update({("fused", name, k, n): interpreter(chain(name, k, n), threads, cache_dir,
                                                        precision=precision)
                     for k in fused})
+    if name == BROADCAST_OP and n == FUSED_SIZE:
+        methods.update({("broadcast", name, k, run): interpreter(chain(name, k, n, run), threads,
+                                                                 None)
+                        for run in BROADCAST_RUNS for k in K})
     if name == BASE:
         methods[EMPTY] = interpreter(empty_model(), threads, None)
         middle = ",".join(str(i) for i in range(SANDWICH) if i not in (SANDWICH // 2 - 1,
@@ -258,10 +270,17 @@ def fit(t: dict[Key, float], ops: list[str]) -> dict:
     partition = us[("litert", BASE, 1, SIZES[0])] - invoke - per_op("litert", BASE, SIZES[0])
     first = [(n, us[("litert", BASE, 1, n)] - invoke - partition - per_op("litert", BASE, n))
              for n in SIZES]
+    def broadcast(run: int) -> float:
+        per_run = (us[("broadcast", BROADCAST_OP, K[1], run)]
+                   - us[("broadcast", BROADCAST_OP, K[0], run)]) / (K[1] - K[0])
+        return max(1.0, per_run / per_op("litert", BROADCAST_OP, FUSED_SIZE))
+
     return {
         "litert_first": piecewise(first),
         "fused": piecewise([(n, us[("fused", BASE, 1, n)] - invoke) for n in SIZES]),
         "split": piecewise([(n, max(0.0, split(n))) for n in SIZES]),
+        "broadcast": {"runs": list(BROADCAST_RUNS),
+                      "factors": [broadcast(run) for run in BROADCAST_RUNS]},
         "ops": {name: {
             "litert": piecewise([(n, per_op("litert", name, n)) for n in SIZES]),
             "fused_ns": max(0.0, per_op("fused", name, FUSED_SIZE) / FUSED_SIZE * 1e3),
@@ -275,14 +294,17 @@ def fit(t: dict[Key, float], ops: list[str]) -> dict:
             "fused_one_op": {str(n): us[("fused", BASE, 1, n)] for n in SIZES},
             "split": {str(n): {part: us[("split", part, n)] for part in
                                ("cut", "whole", "fused", "litert")} for n in SIZES},
+            "broadcast": {str(run): [us[("broadcast", BROADCAST_OP, k, run)] for k in K]
+                          for run in BROADCAST_RUNS},
         },
     }
 
 
 # ------------------------------------------------------------------------------------ check
 
-def partition_ops(model: bytes) -> list[tuple[str, int]]:
-    """(op, output elements) of every node, as the delegate would pass them to predict():
+def partition_ops(model: bytes) -> list[tuple[str, int, int]]:
+    """(op, output elements, broadcast run) of every node, as the delegate would pass them to
+    predict():
     `OP/int8` where a tensor of the node is int8 or uint8, `OP/fast` where the default precision
     approximates the op (fusion.cost_keys)."""
     sg = read_model(model).subgraphs[0]
@@ -295,7 +317,10 @@ def partition_ops(model: bytes) -> list[tuple[str, int]]:
             name = f"{op.op}/{quantized[0]}"
         elif op.op in OPS and OPS[op.op].approximated:
             name = f"{op.op}/fast"
-        ops.append((name, math.prod(sg.tensors[op.outputs[0]].shape)))
+        output = sg.tensors[op.outputs[0]].shape
+        inputs = [sg.tensors[t].shape for t in op.inputs if t >= 0]
+        ops.append((name, math.prod(output),
+                    broadcast_run(output, inputs) if len(inputs) == 2 else math.prod(output)))
     return ops
 
 
@@ -307,7 +332,7 @@ def check(model: CostModel, costs: dict, threads: int, cache_dir: str) -> list[d
     invoke = costs["measured_us"]["invoke"]
     for n in CHECK_SIZES:
         split = model.costs(threads).split.us(n, model.breaks)
-        for name, workload in WORKLOADS.items():
+        for name, workload in CHECK_WORKLOADS.items():
             case = workload.case(n)
             methods = {"litert": interpreter(case.model, threads, None, case.inputs),
                        "fused": interpreter(case.model, threads, cache_dir, case.inputs)}
@@ -344,9 +369,12 @@ def costs_table(costs: dict, breaks: tuple[int, ...]) -> str:
         line = costs[row]
         table.append((f"({row})", f"{line['c0_us']:.3f}", *(f"{v:.3f}" for v in line["c1_ns"]),
                       ""))
+    broadcast = ", ".join(f"{run}: {factor:.2f}x" for run, factor in
+                          zip(costs["broadcast"]["runs"], costs["broadcast"]["factors"]))
     return (fixed_width(columns, table) + f"\ninvoke overhead "
             f"{costs['measured_us']['invoke']:.3f} us, on both sides; split: cutting an "
-            "XNNPACK partition in two")
+            f"XNNPACK partition in two; broadcast runs (LiteRT's {BROADCAST_OP} cost factor): "
+            f"{broadcast}")
 
 
 def check_table(rows: list[dict]) -> str:
@@ -390,7 +418,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> None:
     args = parse_args(argv)
-    ops = list(dict.fromkeys([BASE, *args.ops]))
+    ops = list(dict.fromkeys([BASE, BROADCAST_OP, *args.ops]))
     started, load = time.perf_counter(), os.getloadavg()[0]
     breaks = SIZES[1:-1]
     tables, checks = {}, []

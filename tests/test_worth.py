@@ -78,7 +78,7 @@ def test_op_unknown_to_ops_counts_as_transcendental(data):
 
 @pytest.mark.parametrize("text, message", [
     ("{not json", "cannot read"),
-    ('{"format": 3, "header": {}, "breaks": [65536], "threads": {}}', "threads"),
+    ('{"format": 4, "header": {}, "breaks": [65536], "threads": {}}', "threads"),
     ('[1, 2]', "not a cost model"),
 ])
 def test_corrupt_file_raises_a_clear_error(tmp_path, text, message):
@@ -113,3 +113,34 @@ def test_missing_file_is_the_same_fallback(tmp_path):
 def test_speedup_is_litert_over_fused():
     assert Prediction(3.0, 1.5).speedup == 2.0
     assert Prediction(1.0, 0.0).speedup == math.inf
+
+
+@pytest.mark.parametrize("output, inputs, run", [
+    ((4, 8), [(4, 8), (8,)], 8),                    # per channel: a call per row
+    ((4, 8), [(4, 8), (4, 1)], 8),                  # per row: the same
+    ((1, 5, 5, 8), [(1, 5, 5, 8), (1, 1, 1, 8)], 8),  # a squeeze-excite gate
+    ((2, 3, 8), [(2, 3, 8), (2, 1, 8)], 8),
+    ((4, 8), [(4, 8), ()], 32),                     # a scalar: one call over everything
+    ((4, 8), [(4, 8), (4, 8)], 32),                 # no broadcast
+])
+def test_broadcast_run_is_what_one_xnnpack_call_covers(output, inputs, run):
+    assert worth.broadcast_run(output, inputs) == run
+
+
+def test_short_broadcast_runs_cost_litert_more_and_nothing_else():
+    model = load_cost_model()
+    factors = model.costs(1).broadcast.factors
+    assert factors[0] > 2 and all(f >= 1 for f in factors)
+    n = 1 << 16
+    chain = [("ADD", n), ("MUL", n)]
+    base = model.predict(chain, [n])
+    short = model.predict([(name, n, 8) for name, n in chain], [n])
+    assert short.litert_us > 2 * base.litert_us and short.fused_us == base.fused_us
+    assert model.predict([(name, n, n) for name, n in chain], [n]) == base
+    assert model.predict([("TANH", n, 8)], [n]) == model.predict([("TANH", n)], [n])
+
+
+def test_broadcast_factors_must_match_their_runs(data):
+    data["threads"]["1"]["broadcast"]["factors"].pop()
+    with pytest.raises(CostModelError, match=r"threads\.1\.broadcast"):
+        CostModel.from_json(data)
