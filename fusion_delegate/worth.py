@@ -111,9 +111,9 @@ class Broadcast:
     factors: tuple[float, ...]
 
     def factor(self, run: int) -> float:
-        """That of the longest measured run up to `run` (the shortest's below them all);
-        longer runs than measured cost what the calibration's do."""
-        if not self.runs or run > 2 * self.runs[-1]:
+        """That of the longest measured run up to `run` (the shortest's below them all); runs
+        longer than all measured cost what the calibration's own (longer still) does."""
+        if not self.runs or run > self.runs[-1]:
             return 1.0
         below = [f for r, f in zip(self.runs, self.factors) if r <= run]
         return below[-1] if below else self.factors[0]
@@ -187,7 +187,6 @@ class CostModel:
         split = costs.split.us(max(nests, default=0), self.breaks)
         return Prediction(litert, c0 + max(memory_us, compute_us) + split)
 
-
     @staticmethod
     def broadcast_factor(costs: Costs, name: str, elements: int, run: int | None = None) -> float:
         """A float binary op's LiteRT cost factor for broadcasting every `run` elements (int8
@@ -223,9 +222,9 @@ def predict(ops: Sequence[tuple], nests: Sequence[int], threads: int = 1,
     """LiteRT's and the fused kernel's predicted time for a partition.
 
     ops: (OPS name, elements of that op's output[, its broadcast_run]), in partition order;
-    nests: elements of each
-    loop nest of the kernel (codegen.schedule); threads: the interpreter's. Never raises for a
-    bad cost model: it predicts UNKNOWN (speedup inf) and logs why, once.
+    nests: elements of each loop nest of the kernel (codegen.schedule); threads: the
+    interpreter's. Never raises for a bad cost model: it predicts UNKNOWN (speedup inf) and logs
+    why, once.
     """
     model = _usable(path)
     return UNKNOWN if model is None else model.predict(ops, nests, threads)
