@@ -82,6 +82,9 @@ class OpSpec:
     dtypes: tuple[str, ...] = ("float32",)
     # An inf or NaN operand always gives an inf or NaN result (before any fused activation).
     propagates_nonfinite: bool = False
+    # The expression gives +-FLT_MAX where it would overflow to +-inf, the clamp of the NONE
+    # activation (and of those the float kernels treat alike), so no clamp is rendered for them.
+    saturates: bool = False
     # A cheaper expression, the same as `expr` while `guard` (over {a}) is 0; see render.FastPath.
     fast_expr: str | None = None
     guard: str | None = None
@@ -120,7 +123,8 @@ class OpSpec:
     def clamps_overflow_only(self, params: dict) -> bool:
         """The fused activation only turns +-inf into +-FLT_MAX (NONE and the other activations
         the float kernels treat as no clamp), so a finite result passes it unchanged."""
-        return self.fused_activation and ACTIVATIONS[params.get("activation", 0)][1] == -FLT_MAX
+        return self.fused_activation and not self.saturates and \
+            ACTIVATIONS[params.get("activation", 0)][1] == -FLT_MAX
 
     def propagates(self, params: dict, fast: bool) -> bool:
         """An inf or NaN operand gives an inf or NaN result, fused activation included: with
@@ -139,8 +143,8 @@ class OpSpec:
         expr = self.template(fast, precision).format(**dict(zip("ab", args)), **values)
         if self.fused_activation and not (fast and self.clamps_overflow_only(params)):
             _, lo, hi = ACTIVATIONS[params.get("activation", 0)]
-            if self.clamps_overflow_only(params):
-                return f"clamp_overflow({expr})"
+            if lo == -FLT_MAX:
+                return expr if self.saturates else f"clamp_overflow({expr})"
             expr = f"clamp({expr}, {literal(lo)}, {literal(hi)})"
         return expr
 
@@ -229,7 +233,8 @@ class ChainSpec:
     `pattern` is the chain's expression tree: (op, operand, ...) tuples whose leaves are "x"
     (one and the same tensor) or float constants (one-element constant tensors); MUL and ADD
     may have their operands either way round. Every op in it but the root must have no fused
-    activation (NONE); the root's fused activation is applied on top of `expr` as usual.
+    activation (NONE). `expr` saturates at +-FLT_MAX, the clamp of the root's NONE activation
+    (its kernel op `saturates`); any other activation of the root is applied on top of it.
     `tolerance` is against LiteRT's builtin kernels running the chain, before the root's
     activation, and no larger than XNNPACK's error on the same chain."""
     name: str
@@ -283,7 +288,7 @@ KERNEL_OPS: dict[str, OpSpec] = {spec.name: spec for spec in (
     OpSpec("QCALL", -1, 0, "", lambda a, b, p: None, dtypes=("float32", "int8", "uint8")),
     *(OpSpec(chain.name.upper(), -1, 1, chain.expr.replace("{x}", "{a}"),
              chain.reference, chain.tolerance, fused_activation=True, cost=chain.cost,
-             propagates_nonfinite=True) for chain in APPROX_CHAINS.values()),
+             saturates=True) for chain in APPROX_CHAINS.values()),
 )}
 
 #: The kernel ops that stand for an APPROX_CHAINS chain.

@@ -111,6 +111,18 @@ def mish(g: Graph) -> int:
     return g.op("MUL", x, g.op("TANH", softplus))
 
 
+def gelu(g: Graph, approximate: bool = False) -> int:
+    """The builtin GELU op in its erf form (approximate=False, the op's default)."""
+    x = g.normal_input("x", 2.0)
+    g.ops += 1
+    return g.builder.op("GELU", [x], {"approximate": approximate}, name=f"gelu_{g.ops}")
+
+
+def gelu_approx(g: Graph) -> int:
+    """The builtin GELU op in its tanh form (approximate=True)."""
+    return gelu(g, approximate=True)
+
+
 def bias_relu6_scale(g: Graph) -> int:
     """A conv epilogue: per-channel bias with RELU6 fused into the ADD, then per-channel scale."""
     x = g.normal_input("x", 4.0)
@@ -224,6 +236,8 @@ WORKLOADS: dict[str, Workload] = {w.name: w for w in (
     Workload("gelu_tanh", gelu_tanh),
     Workload("swish", swish),
     Workload("mish", mish),
+    Workload("gelu", gelu),
+    Workload("gelu_approx", gelu_approx),
     Workload("bias_relu6_scale", bias_relu6_scale),
     Workload("chain16", chain16),
     Workload("layernorm_tail", layernorm_tail),

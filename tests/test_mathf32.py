@@ -372,6 +372,11 @@ def _logistic64(x):
     return np.where(x >= 0, 1.0 / (1.0 + np.exp(-x)), np.exp(x) / (1.0 + np.exp(x)))
 
 
+def _clamp_overflow(x):
+    big = float(np.finfo(F).max)
+    return np.clip(x, -big, big)
+
+
 _erfc64 = np.vectorize(math.erfc, otypes=[np.float64])
 FAST_REFERENCE = {
     "exp_fast_f32": np.exp,
@@ -381,8 +386,9 @@ FAST_REFERENCE = {
     "log_fast_f32": np.log,
     "sin_fast_f32": np.sin,
     "cos_fast_f32": np.cos,
-    "swish_fast_f32": lambda x: x * _logistic64(x),
-    "mish_fast_f32": lambda x: x * np.tanh(np.logaddexp(0.0, x)),
+    # the chains with their root MUL's NONE activation: +-inf -> +-FLT_MAX
+    "swish_fast_f32": lambda x: _clamp_overflow(x * _logistic64(x)),
+    "mish_fast_f32": lambda x: _clamp_overflow(x * np.tanh(np.logaddexp(0.0, x))),
     "gelu_tanh_fast_f32": lambda x: x * _logistic64(2 * 0.7978845608028654
                                                     * (x + 0.044715 * x**3)),
     "gelu_erf_fast_f32": lambda x: 0.5 * x * _erfc64(-x / np.sqrt(2.0)),
@@ -443,9 +449,9 @@ def test_budget_error_is_ulp_error_beyond_the_allowance():
     (M.sin_fast_f32, -0.0, -0.0), (M.sin_fast_f32, 0.0, 0.0), (M.sin_fast_f32, np.inf, np.nan),
     (M.sin_fast_f32, -np.inf, np.nan), (M.sin_fast_f32, -1e-45, -1e-45),
     (M.cos_fast_f32, -0.0, 1.0), (M.cos_fast_f32, np.inf, np.nan), (M.cos_fast_f32, 1e-45, 1.0),
-    (M.swish_fast_f32, np.inf, np.inf), (M.swish_fast_f32, -np.inf, np.nan),
-    (M.swish_fast_f32, -0.0, -0.0),
-    (M.mish_fast_f32, np.inf, np.inf), (M.mish_fast_f32, -np.inf, np.nan),
+    (M.swish_fast_f32, np.inf, np.finfo(F).max), (M.swish_fast_f32, -np.inf, np.nan),
+    (M.swish_fast_f32, -0.0, -0.0), (M.swish_fast_f32, -np.finfo(F).max, -0.0),
+    (M.mish_fast_f32, np.inf, np.finfo(F).max), (M.mish_fast_f32, -np.inf, np.nan),
     (M.mish_fast_f32, -0.0, -0.0), (M.mish_fast_f32, 1e30, 1e30),
     (M.gelu_tanh_fast_f32, np.inf, np.inf), (M.gelu_tanh_fast_f32, -np.inf, np.nan),
     (M.gelu_tanh_fast_f32, -0.0, -0.0), (M.gelu_tanh_fast_f32, -20.0, -0.0),
@@ -456,7 +462,7 @@ def test_budget_error_is_ulp_error_beyond_the_allowance():
 ])
 def test_fast_edge_cases_are_litert_s(fn, x, want):
     """NaN, +-inf and -0.0 results (and their inputs) as LiteRT's builtin kernels give them
-    (docs/kernel_semantics.md); the fused-chain ones before the chain's MUL activation."""
+    (docs/kernel_semantics.md); the fused chains with their MUL's NONE activation."""
     got = apply(fn, np.array([x], F))
     assert same_float(got, np.array([want], F))[0], f"{fn.__name__}({x}) = {got[0]!r}"
 

@@ -9,7 +9,8 @@ import numpy as np
 import pytest
 
 from codegen.mathf32 import compile_unfused
-from codegen.ops import APPROX_CHAINS, HELPER_MODULES, OPS, PRECISIONS, ByParam, Tolerance
+from codegen.ops import (APPROX_CHAINS, CHAIN_OPS, HELPER_MODULES, KERNEL_OPS, OPS, PRECISIONS,
+                         ByParam, Tolerance)
 from conftest import BUILTIN
 from fusion_delegate import DelegateOptionError, FusionDelegate, FusionOptions
 from fusion_delegate.model import ModelBuilder
@@ -232,11 +233,21 @@ def test_each_chain_is_within_its_tolerance_of_the_litert_chain(chain, fused):
     expr = spec.expr.format(x="a")
     got = np.empty_like(X)
     template_loop(expr, fused)(X, got)
-    big = np.finfo(F).max           # the root MUL's activation (NONE) clamps +-inf
-    got = np.where(np.isinf(got), np.copysign(big, got), got).astype(F)
-    assert_within(got, want, spec.tolerance, X, expr)
+    assert_within(got, want, spec.tolerance, X, expr)       # +-inf saturate as MUL's NONE clamp
     if fused:
         assert spec.tolerance.ulp <= xnnpack_ulps(chain, {}, X, want, spec.tolerance.abs)
+
+
+def test_chain_ops_saturate_instead_of_clamping():
+    """The chain functions give +-FLT_MAX themselves: no overflow clamp is rendered for the
+    NONE activation (nor left out and counted by a fast loop); other activations clamp."""
+    for name in CHAIN_OPS:
+        spec, expr = KERNEL_OPS[name], APPROX_CHAINS[name.lower()].expr.format(x="x")
+        for fast_loop in (False, True):
+            assert spec.render(["x"], {"activation": 0}, fast_loop, "fast") == expr
+        assert not spec.clamps_overflow_only({"activation": 0})
+        assert spec.render(["x"], {"activation": 3}, precision="fast") == \
+            f"clamp({expr}, np.float32(0.0), np.float32(6.0))"
 
 
 def test_chain_patterns_are_made_of_fusable_ops():
