@@ -201,23 +201,25 @@ def rounding_divide_by_pot_int32(x, exponent):
 
 
 @_jitable
-def doubling_high_mul_rounded_int32(a, multiplier, exponent):
-    """RoundingDivideByPOT(SRDHM(a, multiplier), exponent), i.e.
-    MultiplyByQuantizedMultiplierSmallerThanOneExp(a, multiplier, -exponent), for int32
-    |a| < 2**29 and 0 <= exponent <= 31, rounding once: with H = high_mul(4a, multiplier),
-    SRDHM is t = floor((H + 1) / 2) (`doubling_high_mul_int32`) and RoundingDivideByPOT is
-    floor((t + 2**(exponent-1) - (t < 0)) / 2**exponent) (`rounding_divide_by_pot_int32`);
-    floor(floor(y / 2) / 2**e) = floor(y / 2**(e+1)) makes both one shift of
-    H + 1 + 2**exponent - 2 * (t < 0), and t < 0 exactly when H < -1. exponent 0: half is 0
-    and nothing is subtracted, so t comes back. No overflow up to exponent 29 (|H| < 2**30);
-    from 30 on the result is 0, since |t| < 2**29."""
+def doubling_high_mul_rounded_int32(a, multiplier, exponent, offset):
+    """RoundingDivideByPOT(SRDHM(a, multiplier), exponent) + offset, i.e.
+    MultiplyByQuantizedMultiplierSmallerThanOneExp(a, multiplier, -exponent) + offset, for
+    int32 |a| < 2**29, 0 <= exponent <= 31 and |offset| <= 255, rounding once: with
+    H = high_mul(4a, multiplier), SRDHM is t = floor((H + 1) / 2) (`doubling_high_mul_int32`)
+    and RoundingDivideByPOT is floor((t + 2**(exponent-1) - (t < 0)) / 2**exponent)
+    (`rounding_divide_by_pot_int32`); floor(floor(y / 2) / 2**e) = floor(y / 2**(e+1)) makes
+    both one shift of H + 1 + 2**exponent - 2 * (t < 0), and t < 0 exactly when H < -1.
+    exponent 0: half is 0 and nothing is subtracted, so t comes back. Up to exponent 20 the
+    offset goes in before the shift, as offset * 2**(exponent+1), one add fewer. No overflow:
+    |H| < 2**30, 255 * 2**21 < 2**29; from exponent 30 on, |t| < 2**29 rounds to 0."""
     high = high_mul(np.left_shift(a, _I32_2), multiplier)
     exponent_fits = min(exponent, 29)
-    nudge = np.int32(1 + 2 * ((1 << exponent_fits) >> 1))
+    inside = offset * (exponent <= 20)
+    nudge = np.int32(1 + 2 * ((1 << exponent_fits) >> 1) + inside * (1 << (exponent_fits + 1)))
     negative = select(np.less(high, np.int32(-1)), np.int32(2 * (exponent > 0)), np.int32(0))
     rounded = np.right_shift(np.subtract(np.add(high, nudge), negative),
                              np.int32(exponent_fits + 1))
-    return select(exponent >= 30, np.int32(0), rounded)
+    return np.add(select(exponent >= 30, np.int32(0), rounded), np.int32(offset - inside))
 
 
 @_jitable
@@ -255,7 +257,7 @@ def rescale_input_int32(q, offset, left_shift, multiplier, shift):
     shift) of the reference ADD/SUB/SQUARED_DIFFERENCE, in int32: |q + offset| <= 255 and
     left_shift <= 20 keep the shifted value below 2**28."""
     shifted = np.left_shift(offset_int32(q, offset), np.int32(left_shift))
-    return doubling_high_mul_rounded_int32(shifted, multiplier, -shift)
+    return doubling_high_mul_rounded_int32(shifted, multiplier, -shift, 0)
 
 
 @_jitable
@@ -266,8 +268,8 @@ def add_sub_output(x1, x2, sign, output_multiplier, output_shift, output_offset,
     In int32 lanes: each input multiplier is at most 0.5 (of twice the larger scale), so
     |x1|, |x2| <= 255 * 2**19 + 1 and |x1 +- x2| < 2**28."""
     total = np.add(x1, np.multiply(np.int32(sign), x2))
-    raw = doubling_high_mul_rounded_int32(total, output_multiplier, -output_shift)
-    return clamp_int32(np.add(raw, np.int32(output_offset)), act_min, act_max)
+    return clamp_int32(doubling_high_mul_rounded_int32(total, output_multiplier, -output_shift,
+                                                       output_offset), act_min, act_max)
 
 
 @_jitable
@@ -303,10 +305,23 @@ def add_block_output(x1, x2, output_multiplier, output_shift, output_offset, act
     vmovn_s32 (wraps to int16), + output_offset in int16, saturation to [qmin, qmax]
     (vqmovn_s16 / vqmovun_s16), clamp to the activation range. In int32 lanes:
     |x1 + x2| < 2**28 (as for add_sub_output), so the int32 sum of the C code never wraps."""
-    raw = doubling_high_mul_rounded_int32(np.add(x1, x2), output_multiplier, -output_shift)
+    raw = doubling_high_mul_rounded_int32(np.add(x1, x2), output_multiplier, -output_shift, 0)
     offset = np.add(wrap_int16_int32(raw), np.int32(output_offset))
     narrowed = clamp_int32(wrap_int16_int32(offset), qmin, qmax)
     return clamp_int32(narrowed, act_min, act_max)
+
+
+@_jitable
+def add_block_output_in_int16(x1, x2, output_multiplier, output_shift, output_offset, act_min,
+                              act_max):
+    """`add_block_output` where Prepare's constants keep the rescaled sum, and it plus the
+    output offset, within int16 for every input pair (`quant.binary_parts` checks the
+    extremes): vmovn_s32 and the int16 add then never wrap, and the saturation to
+    [qmin, qmax] lies outside the activation range, so the offset goes in with the rounding
+    and one clamp remains."""
+    return clamp_int32(doubling_high_mul_rounded_int32(np.add(x1, x2), output_multiplier,
+                                                       -output_shift, output_offset),
+                       act_min, act_max)
 
 
 @_jitable

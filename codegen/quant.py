@@ -529,13 +529,16 @@ def binary_parts(op: str, prepared, dtype: str,
     p = prepared
     if op == "ADD" and path != REFERENCE:
         merged = int(dtype == "int8" and path == ELEMENTWISE_BLOCK)
-        qmin, qmax = DTYPE_RANGES[dtype]
-        return (("add_block_input", (p.input1_offset, p.input1_multiplier, p.input1_shift,
-                                     p.left_shift, merged)),
-                ("add_block_input", (p.input2_offset, p.input2_multiplier, p.input2_shift,
-                                     p.left_shift, merged)),
-                ("add_block_output", (p.output_multiplier, p.output_shift, p.output_offset,
-                                      p.act_min, p.act_max, qmin, qmax)))
+        inputs = (("add_block_input", (p.input1_offset, p.input1_multiplier, p.input1_shift,
+                                       p.left_shift, merged)),
+                  ("add_block_input", (p.input2_offset, p.input2_multiplier, p.input2_shift,
+                                       p.left_shift, merged)))
+        if _add_block_stays_in_int16(p, dtype, inputs):
+            return (*inputs, ("add_block_output_in_int16", (
+                p.output_multiplier, p.output_shift, p.output_offset, p.act_min, p.act_max)))
+        return (*inputs, ("add_block_output", (p.output_multiplier, p.output_shift,
+                                               p.output_offset, p.act_min, p.act_max,
+                                               *DTYPE_RANGES[dtype])))
     inputs = (("rescale_input_int32", (p.input1_offset, p.left_shift, p.input1_multiplier,
                                        p.input1_shift)),
               ("rescale_input_int32", (p.input2_offset, p.left_shift, p.input2_multiplier,
@@ -544,6 +547,20 @@ def binary_parts(op: str, prepared, dtype: str,
     if op == "SQUARED_DIFFERENCE":
         return (*inputs, ("squared_difference_output", output))
     return (*inputs, ("add_sub_output", (-1 if op == "SUB" else 1, *output)))
+
+
+def _add_block_stays_in_int16(p: ArithParams, dtype: str, inputs: tuple) -> bool:
+    """Whether the NEON ADD blocks' rescaled sum, and it plus the output offset, lie within
+    int16 for every input pair. Each input's rescaling and the output's are non-decreasing
+    (multipliers >= 0), so the pairs (qmin, qmin) and (qmax, qmax) bound them."""
+    extremes = np.array(DTYPE_RANGES[dtype], np.int64)
+    (_, args1), (_, args2) = inputs
+    total = fp.add_block_input(extremes, *args1) + fp.add_block_input(extremes, *args2)
+    raw = fp.doubling_high_mul_rounded_int32(total.astype(np.int32), p.output_multiplier,
+                                             -p.output_shift, 0).astype(np.int64)
+    low, high = -(1 << 15), (1 << 15) - 1
+    return bool(np.all((low <= raw) & (raw <= high) & (low <= raw + p.output_offset)
+                       & (raw + p.output_offset <= high)))
 
 
 def _call(name: str, *args):
