@@ -201,6 +201,28 @@ def rounding_divide_by_pot_int32(x, exponent):
 
 
 @_jitable
+def doubling_high_mul_rounded_int32(a, multiplier, exponent, offset):
+    """RoundingDivideByPOT(SRDHM(a, multiplier), exponent) + offset, i.e.
+    MultiplyByQuantizedMultiplierSmallerThanOneExp(a, multiplier, -exponent) + offset, for
+    int32 |a| < 2**29, 0 <= exponent <= 31 and |offset| <= 255, rounding once: with
+    H = high_mul(4a, multiplier), SRDHM is t = floor((H + 1) / 2) (`doubling_high_mul_int32`)
+    and RoundingDivideByPOT is floor((t + 2**(exponent-1) - (t < 0)) / 2**exponent)
+    (`rounding_divide_by_pot_int32`); floor(floor(y / 2) / 2**e) = floor(y / 2**(e+1)) makes
+    both one shift of H + 1 + 2**exponent - 2 * (t < 0), and t < 0 exactly when H < -1.
+    exponent 0: half is 0 and nothing is subtracted, so t comes back. Up to exponent 20 the
+    offset goes in before the shift, as offset * 2**(exponent+1), one add fewer. No overflow:
+    |H| < 2**30, 255 * 2**21 < 2**29; from exponent 30 on, |t| < 2**29 rounds to 0."""
+    high = high_mul(np.left_shift(a, _I32_2), multiplier)
+    exponent_fits = min(exponent, 29)
+    inside = offset * (exponent <= 20)
+    nudge = np.int32(1 + 2 * ((1 << exponent_fits) >> 1) + inside * (1 << (exponent_fits + 1)))
+    negative = select(np.less(high, np.int32(-1)), np.int32(2 * (exponent > 0)), np.int32(0))
+    rounded = np.right_shift(np.subtract(np.add(high, nudge), negative),
+                             np.int32(exponent_fits + 1))
+    return np.add(select(exponent >= 30, np.int32(0), rounded), np.int32(offset - inside))
+
+
+@_jitable
 def shift_left_or_floor_right_int32(x, shift):
     """x << shift, or x >> -shift (flooring) for a negative shift: vshlq_s32 for int32 x
     and |shift| < 32 (the int8 paths' shifts: >= 20 - 31)."""
@@ -235,7 +257,19 @@ def rescale_input_int32(q, offset, left_shift, multiplier, shift):
     shift) of the reference ADD/SUB/SQUARED_DIFFERENCE, in int32: |q + offset| <= 255 and
     left_shift <= 20 keep the shifted value below 2**28."""
     shifted = np.left_shift(offset_int32(q, offset), np.int32(left_shift))
-    return rounding_divide_by_pot_int32(doubling_high_mul_int32(shifted, multiplier), -shift)
+    return doubling_high_mul_rounded_int32(shifted, multiplier, -shift, 0)
+
+
+@_jitable
+def add_sub_output(x1, x2, sign, output_multiplier, output_shift, output_offset, act_min,
+                   act_max):
+    """The second half of the reference ADD/SUB: the rescaled inputs (`rescale_input_int32`)
+    added (sign=1) or subtracted (sign=-1), rescaled to the output, offset and clamped.
+    In int32 lanes: each input multiplier is at most 0.5 (of twice the larger scale), so
+    |x1|, |x2| <= 255 * 2**19 + 1 and |x1 +- x2| < 2**28."""
+    total = np.add(x1, np.multiply(np.int32(sign), x2))
+    return clamp_int32(doubling_high_mul_rounded_int32(total, output_multiplier, -output_shift,
+                                                       output_offset), act_min, act_max)
 
 
 @_jitable
@@ -244,15 +278,50 @@ def add_sub_reference(a, b, sign, input1_offset, input1_multiplier, input1_shift
                       output_multiplier, output_shift, output_offset, act_min, act_max):
     """reference_integer_ops::AddFunc / reference_ops::AddElementwise (sign=1) and
     SubElementwise / BroadcastQuantSubSlow (sign=-1): both inputs rescaled to a common
-    2**-left_shift scale, added, rescaled to the output, offset and clamped (int32).
-    In int32 lanes: each input multiplier is at most 0.5 (of twice the larger scale), so
-    |x1|, |x2| <= 255 * 2**19 + 1 and |x1 +- x2| < 2**28."""
+    2**-left_shift scale, added, rescaled to the output, offset and clamped (int32)."""
     x1 = rescale_input_int32(a, input1_offset, left_shift, input1_multiplier, input1_shift)
     x2 = rescale_input_int32(b, input2_offset, left_shift, input2_multiplier, input2_shift)
-    total = np.add(x1, np.multiply(np.int32(sign), x2))
-    raw = rounding_divide_by_pot_int32(doubling_high_mul_int32(total, output_multiplier),
-                                       -output_shift)
-    return clamp_int32(np.add(raw, np.int32(output_offset)), act_min, act_max)
+    return add_sub_output(x1, x2, sign, output_multiplier, output_shift, output_offset,
+                          act_min, act_max)
+
+
+@_jitable
+def add_block_input(q, offset, multiplier, shift, left_shift, merged_shift):
+    """One input of the NEON ADD blocks (`add_block`) at the common scale: q + offset
+    shifted by left_shift + shift before vqrdmulhq (merged_shift=1), or by left_shift before
+    and by shift after, flooring (merged_shift=0). In int32 lanes: the shifted value is below
+    255 * 2**20 < 2**28."""
+    shifted = shift_left_or_floor_right_int32(offset_int32(q, offset),
+                                              left_shift + merged_shift * shift)
+    return shift_left_or_floor_right_int32(doubling_high_mul_int32(shifted, multiplier),
+                                           (1 - merged_shift) * shift)
+
+
+@_jitable
+def add_block_output(x1, x2, output_multiplier, output_shift, output_offset, act_min, act_max,
+                     qmin, qmax):
+    """The second half of the NEON ADD blocks: the inputs at the common scale
+    (`add_block_input`) added, vqrdmulhq + RoundingDivideByPOT to the output scale,
+    vmovn_s32 (wraps to int16), + output_offset in int16, saturation to [qmin, qmax]
+    (vqmovn_s16 / vqmovun_s16), clamp to the activation range. In int32 lanes:
+    |x1 + x2| < 2**28 (as for add_sub_output), so the int32 sum of the C code never wraps."""
+    raw = doubling_high_mul_rounded_int32(np.add(x1, x2), output_multiplier, -output_shift, 0)
+    offset = np.add(wrap_int16_int32(raw), np.int32(output_offset))
+    narrowed = clamp_int32(wrap_int16_int32(offset), qmin, qmax)
+    return clamp_int32(narrowed, act_min, act_max)
+
+
+@_jitable
+def add_block_output_in_int16(x1, x2, output_multiplier, output_shift, output_offset, act_min,
+                              act_max):
+    """`add_block_output` where Prepare's constants keep the rescaled sum, and it plus the
+    output offset, within int16 for every input pair (`quant.binary_parts` checks the
+    extremes): vmovn_s32 and the int16 add then never wrap, and the saturation to
+    [qmin, qmax] lies outside the activation range, so the offset goes in with the rounding
+    and one clamp remains."""
+    return clamp_int32(doubling_high_mul_rounded_int32(np.add(x1, x2), output_multiplier,
+                                                       -output_shift, output_offset),
+                       act_min, act_max)
 
 
 @_jitable
@@ -263,24 +332,26 @@ def add_block(a, b, input1_offset, input1_multiplier, input1_shift, input2_offse
     (optimized/integer_ops/add.h), which shifts by left_shift + input_shift before vqrdmulhq
     (one rounding); merged_shift=0: int8 AddScalarBroadcast and the uint8 AddElementwise /
     AddScalarBroadcast (optimized_ops.h), which shift by left_shift, vqrdmulhq, then shift by
-    input_shift without rounding (floor). Both: vqrdmulhq + RoundingDivideByPOT to the
-    output scale, vmovn_s32 (wraps to int16), + output_offset in int16, saturation to
-    [qmin, qmax] (vqmovn_s16 / vqmovun_s16), clamp to the activation range.
-    In int32 lanes: shifted inputs below 255 * 2**20 < 2**28, |x1 + x2| < 2**28 (as for
-    add_sub_reference), so the int32 sum of the C code never wraps."""
-    s1 = left_shift + merged_shift * input1_shift
-    s2 = left_shift + merged_shift * input2_shift
-    x1 = doubling_high_mul_int32(
-        shift_left_or_floor_right_int32(offset_int32(a, input1_offset), s1), input1_multiplier)
-    x2 = doubling_high_mul_int32(
-        shift_left_or_floor_right_int32(offset_int32(b, input2_offset), s2), input2_multiplier)
-    x1 = shift_left_or_floor_right_int32(x1, (1 - merged_shift) * input1_shift)
-    x2 = shift_left_or_floor_right_int32(x2, (1 - merged_shift) * input2_shift)
+    input_shift without rounding (floor). Then `add_block_output`."""
+    x1 = add_block_input(a, input1_offset, input1_multiplier, input1_shift, left_shift,
+                         merged_shift)
+    x2 = add_block_input(b, input2_offset, input2_multiplier, input2_shift, left_shift,
+                         merged_shift)
+    return add_block_output(x1, x2, output_multiplier, output_shift, output_offset, act_min,
+                            act_max, qmin, qmax)
+
+
+@_jitable
+def squared_difference_output(x1, x2, output_multiplier, output_shift, output_offset, act_min,
+                              act_max):
+    """The second half of SQUARED_DIFFERENCE: the difference of the rescaled inputs
+    (`rescale_input_int32`, left_shift 7) squared (int32), rescaled to the output, offset,
+    clamped. In int32 lanes: |x1|, |x2| <= 255 * 2**6 + 1, so the square is below 2**30
+    (hence the wide doubling high mul: 4 * square may not fit)."""
+    diff = np.subtract(x1, x2)
     raw = rounding_divide_by_pot_int32(
-        doubling_high_mul_int32(np.add(x1, x2), output_multiplier), -output_shift)
-    offset = np.add(wrap_int16_int32(raw), np.int32(output_offset))
-    narrowed = clamp_int32(wrap_int16_int32(offset), qmin, qmax)
-    return clamp_int32(narrowed, act_min, act_max)
+        doubling_high_mul_int32_wide(np.multiply(diff, diff), output_multiplier), -output_shift)
+    return clamp_int32(np.add(raw, np.int32(output_offset)), act_min, act_max)
 
 
 @_jitable
@@ -289,15 +360,11 @@ def squared_difference_reference(a, b, input1_offset, input1_multiplier, input1_
                                  output_multiplier, output_shift, output_offset, act_min,
                                  act_max):
     """squared_difference.cc SquaredDifference(int8, int8, params): inputs rescaled to a
-    2**-7 scale, difference squared (int32), rescaled to the output, offset, clamped.
-    In int32 lanes: |x1|, |x2| <= 255 * 2**6 + 1, so the square is below 2**30 (hence the
-    wide doubling high mul: 4 * square may not fit)."""
+    2**-7 scale, then `squared_difference_output`."""
     x1 = rescale_input_int32(a, input1_offset, left_shift, input1_multiplier, input1_shift)
     x2 = rescale_input_int32(b, input2_offset, left_shift, input2_multiplier, input2_shift)
-    diff = np.subtract(x1, x2)
-    raw = rounding_divide_by_pot_int32(
-        doubling_high_mul_int32_wide(np.multiply(diff, diff), output_multiplier), -output_shift)
-    return clamp_int32(np.add(raw, np.int32(output_offset)), act_min, act_max)
+    return squared_difference_output(x1, x2, output_multiplier, output_shift, output_offset,
+                                     act_min, act_max)
 
 
 # ----------------------------------------------------------------------------------- MUL

@@ -14,7 +14,8 @@ from .ops import KERNEL_OPS, OPS, REDUCTIONS
 MAX_RANK = 6
 
 
-DTYPES = ("float32", "int8", "uint8")
+#: int32: values a kernel computes for itself (a quantized op's rescaled inputs, codegen.lower).
+DTYPES = ("float32", "int8", "uint8", "int32")
 
 
 @dataclass(frozen=True)
@@ -29,7 +30,7 @@ class Value:
 
     @property
     def quantized(self) -> bool:
-        return self.dtype != "float32"
+        return self.dtype in ("int8", "uint8")
 
 
 @dataclass(frozen=True)

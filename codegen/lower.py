@@ -7,7 +7,11 @@ partition's IR becomes one of two kernel ops (codegen.ops.KERNEL_OPS):
   LUT reading another LUT's output that nothing else reads takes the composed table, so a
   chain of unary int8 ops costs one lookup per element;
 - QCALL, the codegen.fixedpoint helper LiteRT's kernel amounts to: binary ops of two tensors
-  and QUANTIZE from float32, with their Prepare-time constants as literals.
+  and QUANTIZE from float32, with their Prepare-time constants as literals. ADD, SUB and
+  SQUARED_DIFFERENCE rescale each input on its own before combining them: they become three
+  QCALLs, one per input into an int32 value of that input's shape (a tensor of the kernel's
+  own, with a negative id) and one from both to the output, so the schedule rescales a
+  per-channel or one-value operand in a nest of its own shape, not once per element.
 Several of LiteRT's x86 kernels round their vector blocks and their scalar tail differently
 (see codegen/quant.py). A kernel here computes one path per op: the one LiteRT takes for every
 element at these shapes, or any path when all agree for these parameters; otherwise the op
@@ -28,22 +32,27 @@ from .ops import KERNEL_OPS
 
 def lower(ir: KernelIR) -> KernelIR:
     """The IR with its quantized ops as LUT and QCALL ops, LUT chains composed."""
-    ops = [_lower(ir, op) for op in ir.ops]
+    ops = [lowered for op in ir.ops for lowered in _lower(ir, op)]
+    known = {v.tensor for v in ir.values}
+    rescaled = tuple(Value(op.output, f"{ir.value(op.inputs[0]).name}_rescaled",
+                           ir.value(op.inputs[0]).shape, dtype="int32")
+                     for op in ops if op.output not in known)
+    ir = replace(ir, values=ir.values + rescaled)
     return replace(ir, ops=tuple(_compose(ir, ops)))
 
 
-def _lower(ir: KernelIR, op: Op) -> Op:
+def _lower(ir: KernelIR, op: Op) -> list[Op]:
     operands = [ir.value(t) for t in op.inputs]
     out = ir.value(op.output)
     if op.op in KERNEL_OPS or not any(v.quantized for v in (*operands, out)):
-        return op
+        return [op]
     params = dict(op.params)
     source = (("source", ((op.node, op.op),)),)
     if op.op == "QUANTIZE" and not operands[0].quantized:
         path = _one_path(op, quant.unary_block("QUANTIZE", "float32", out.dtype), out)
         call, args = quant.unary_call("QUANTIZE", None, out.quant, path)
-        return Op(op.node, "QCALL", op.inputs, op.output,
-                  (("call", call), ("args", args), *source))
+        return [Op(op.node, "QCALL", op.inputs, op.output,
+                   (("call", call), ("args", args), *source))]
     if len(operands) == 1:
         lookup = quant.unary_lookup(op.op, operands[0].quant,
                                     out.quant if out.quantized else None, params)
@@ -51,18 +60,34 @@ def _lower(ir: KernelIR, op: Op) -> Op:
         if len(regions) > 1:
             raise IRError(f"node {op.node} ({op.op}): LiteRT rounds its vector blocks and its "
                           f"last {math.prod(out.shape) % lookup.block} elements differently")
-        return _table(op, op.inputs[0], regions[0][2] if regions else lookup.table, source)
+        return [_table(op, op.inputs[0], regions[0][2] if regions else lookup.table, source)]
     path = _binary_path(ir, op, operands, out, params)
     constant = [i for i, v in enumerate(operands) if v.literal is not None]
     if constant:
         scalar = constant[0]
         table = quant.binary_scalar_table(op.op, operands[0].quant, operands[1].quant, out.quant,
                                           int(operands[scalar].literal), scalar, params, path)
-        return _table(op, op.inputs[1 - scalar], table, source)
+        return [_table(op, op.inputs[1 - scalar], table, source)]
     prepared = quant.prepare_binary(op.op, operands[0].quant, operands[1].quant, out.quant,
                                     params)
+    parts = quant.binary_parts(op.op, prepared, out.dtype, path)
+    if parts is not None:
+        return _rescaled_apart(ir, op, parts, source)
     call, args = quant.binary_call(op.op, prepared, out.dtype, path)
-    return Op(op.node, "QCALL", op.inputs, op.output, (("call", call), ("args", args), *source))
+    return [Op(op.node, "QCALL", op.inputs, op.output, (("call", call), ("args", args), *source))]
+
+
+def _rescaled_apart(ir: KernelIR, op: Op, parts: tuple, source: tuple) -> list[Op]:
+    """A binary op as a QCALL rescaling each input into an int32 value (tensor ids -1, -2,
+    ... two per op of the IR) and one from both to the output. The input QCALLs compute
+    no node on their own (no source): the node is the output's."""
+    position = ir.ops.index(op)
+    rescaled = (-2 * position - 1, -2 * position - 2)
+    inputs = [Op(op.node, "QCALL", (t,), r, (("call", call), ("args", args), ("source", ())))
+              for t, r, (call, args) in zip(op.inputs, rescaled, parts)]
+    call, args = parts[2]
+    return [*inputs, Op(op.node, "QCALL", rescaled, op.output,
+                        (("call", call), ("args", args), *source))]
 
 
 def _table(op: Op, operand: int, table: np.ndarray, source: tuple) -> Op:

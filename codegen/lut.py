@@ -49,16 +49,19 @@ def _lookup_64(typingctx, source, target, table):
     return types.void(types.int64, types.int64, types.int64), codegen
 
 
-@njit(error_model="numpy", nogil=True, cache=True)
+@njit(error_model="numpy", nogil=True, cache=True, inline="always")
 def lookup_bytes(source, target, table):
-    """target[i] = table[byte of source[i]] over whole arrays of 8-bit values."""
-    raw = source.view(np.uint8)
-    n = raw.shape[0]
+    """target[i] = table[byte of source[i]] over whole arrays of 8-bit values.
+
+    Inlined into the kernel (numba IR), and making no array of its own, so that in a kernel's
+    loop over tiles LLVM keeps the table in registers and numba's reference counts of the
+    tile slices cancel. Called, each tile's call reloaded the table and made reference counting
+    calls around it (perf int8_block, 256K: 0.36 ns an element called, 0.23 inlined)."""
+    n = source.shape[0]
     start = 0
     if HAS_BYTE_SHUFFLE:
         start = n - n % 64
         for i in range(0, start, 64):
-            _lookup_64(raw.ctypes.data + i, target.ctypes.data + i, table.ctypes.data)
-    out = target.view(np.uint8)
+            _lookup_64(source.ctypes.data + i, target.ctypes.data + i, table.ctypes.data)
     for i in range(start, n):
-        out[i] = table[raw[i]]
+        target[i] = table[np.uint8(source[i])]

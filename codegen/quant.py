@@ -9,7 +9,8 @@ formulas, the source references and what is refused):
 - Per element: the integer formulas live in `codegen.fixedpoint` (one implementation that
   runs on numpy arrays and inside `@njit` code); `binary` / `unary_table` run them here on
   numpy arrays, `binary_call` / `unary_call` name them, with their constant arguments, for
-  generated kernels.
+  generated kernels (`binary_parts`: ADD, SUB and SQUARED_DIFFERENCE as three calls, each
+  input rescaled apart).
 - `quant_unsupported`: None when the kernel reproduces the builtin exactly, else why not.
 
 LiteRT's x86 build runs its NEON code through NEON_2_SSE, so several kernels compute vector
@@ -511,6 +512,55 @@ def binary_call(op: str, prepared, dtype: str, path: int = REFERENCE) -> tuple[s
         saturate16 = int(not (dtype == "uint8" and path == SCALAR_BLOCK))
         return "mul_block", (*prepared.args, saturate16, qmin, qmax)
     raise KeyError(op)
+
+
+Call = tuple[str, tuple]
+
+
+def binary_parts(op: str, prepared, dtype: str,
+                 path: int = REFERENCE) -> tuple[Call, Call, Call] | None:
+    """`binary_call`'s helper as its three parts, each input rescaled on its own and the
+    output from both (int32 values): (input 1's call, input 2's, the output's, which takes
+    them in that order). A kernel then rescales an operand in the nest of its own shape:
+    once per channel for a per-channel operand instead of once per element. None for an op
+    that does not rescale its inputs apart (MUL, PRELU, MAXIMUM, MINIMUM)."""
+    if op not in ("ADD", "SUB", "SQUARED_DIFFERENCE"):
+        return None
+    p = prepared
+    if op == "ADD" and path != REFERENCE:
+        merged = int(dtype == "int8" and path == ELEMENTWISE_BLOCK)
+        inputs = (("add_block_input", (p.input1_offset, p.input1_multiplier, p.input1_shift,
+                                       p.left_shift, merged)),
+                  ("add_block_input", (p.input2_offset, p.input2_multiplier, p.input2_shift,
+                                       p.left_shift, merged)))
+        if _add_block_stays_in_int16(p, dtype, inputs):
+            return (*inputs, ("add_block_output_in_int16", (
+                p.output_multiplier, p.output_shift, p.output_offset, p.act_min, p.act_max)))
+        return (*inputs, ("add_block_output", (p.output_multiplier, p.output_shift,
+                                               p.output_offset, p.act_min, p.act_max,
+                                               *DTYPE_RANGES[dtype])))
+    inputs = (("rescale_input_int32", (p.input1_offset, p.left_shift, p.input1_multiplier,
+                                       p.input1_shift)),
+              ("rescale_input_int32", (p.input2_offset, p.left_shift, p.input2_multiplier,
+                                       p.input2_shift)))
+    output = (p.output_multiplier, p.output_shift, p.output_offset, p.act_min, p.act_max)
+    if op == "SQUARED_DIFFERENCE":
+        return (*inputs, ("squared_difference_output", output))
+    return (*inputs, ("add_sub_output", (-1 if op == "SUB" else 1, *output)))
+
+
+def _add_block_stays_in_int16(p: ArithParams, dtype: str, inputs: tuple) -> bool:
+    """Whether the NEON ADD blocks' rescaled sum, and it plus the output offset, lie within
+    int16 for every input pair. Each input's rescaling and the output's are non-decreasing
+    (multipliers >= 0), so the pairs (qmin, qmin) and (qmax, qmax) bound them."""
+    extremes = np.array(DTYPE_RANGES[dtype], np.int64)
+    (_, args1), (_, args2) = inputs
+    total = fp.add_block_input(extremes, *args1) + fp.add_block_input(extremes, *args2)
+    raw = fp.doubling_high_mul_rounded_int32(total.astype(np.int32), p.output_multiplier,
+                                             -p.output_shift, 0).astype(np.int64)
+    low, high = -(1 << 15), (1 << 15) - 1
+    return bool(np.all((low <= raw) & (raw <= high) & (low <= raw + p.output_offset)
+                       & (raw + p.output_offset <= high)))
 
 
 def _call(name: str, *args):

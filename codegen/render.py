@@ -111,28 +111,41 @@ def header(ir: KernelIR, names: dict[int, str], schedule: Schedule) -> list[str]
         for t in op.inputs:
             value = ir.value(t)
             kind = "const " if value.literal is not None else ""
-            operands.append(f"{names[t]} (t{t}, {kind}{describe(value)})")
+            operands.append(f"{names[t]} {annotation(t, kind + describe(value))}")
         params = "".join(f" {k}={ACTIVATIONS[v][0] if k == 'activation' else v}"
                          for k, v in op.params if k not in ("table", "source", "call", "args"))
         out = ir.value(op.output)
-        typed = f", {describe(out)}" if out.quantized or any(
+        typed = describe(out) if out.quantized or any(
             ir.value(t).quantized for t in op.inputs) else ""
         lines.append(f"#   node {op.node:<4} {op_title(op):<18} {', '.join(operands)}{params} "
-                     f"-> {names[op.output]} (t{op.output}{typed})")
+                     f"-> {names[op.output]} {annotation(op.output, typed)}")
     return lines
 
 
+def annotation(tensor: int, text: str) -> str:
+    """`(t5, text)`: the model tensor's id (none for a value of the kernel's own, whose id is
+    negative) and `text`."""
+    return "(" + ", ".join(part for part in (f"t{tensor}" * (tensor >= 0), text) if part) + ")"
+
+
 def op_title(op: Op) -> str:
-    """The op, or for a kernel op what it computes: `LUT(HARD_SWISH 4, RELU 5)`."""
-    source = dict(op.params).get("source")
+    """The op, or for a kernel op what it computes: `LUT(HARD_SWISH 4, RELU 5)`, or the
+    helper it calls when it computes part of a node: `QCALL(add_block_input)`."""
+    params = dict(op.params)
+    source = params.get("source")
     if source is None:
         return op.op
+    if not source:
+        return f"{op.op}({params['call']})"
     nodes = ", ".join(f"{name} {node}" for node, name in source)
     return f"{op.op}({nodes})"
 
 
 def describe(value: Value) -> str:
-    """`[1, 8]`, or with its dtype and quantization: `int8[1, 8] 0.0235 * (q - 3)`."""
+    """`[1, 8]`, or with its dtype and quantization: `int8[1, 8] 0.0235 * (q - 3)`, or
+    `int32[8]` for a value of the kernel's own."""
+    if value.dtype == "int32":
+        return f"int32{list(value.shape)}"
     if not value.quantized:
         return str(list(value.shape))
     q = value.quant
@@ -497,7 +510,8 @@ def nest_comment(names: dict[int, str], nest: Nest, number: int, threads: int) -
         how += f" in tiles of {nest.tile}, stage by stage"
     if threads > 1:
         how += f", on {threads} threads"
-    ops = ", ".join(dict.fromkeys(name for op in nest.ops for name in op.source_ops))
+    ops = ", ".join(dict.fromkeys(name for op in nest.ops for name in op.source_ops)
+                    or map(op_title, nest.ops))
     writes = ", ".join(names[t] for t in nest.writes)
     text = f"Nest {number} over {list(nest.domain) or [1]}{how}: {ops} -> {writes}"
     return ["# " + line for line in textwrap.wrap(text, LINE_LIMIT - 2 - len(INDENT))]

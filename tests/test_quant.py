@@ -760,6 +760,50 @@ def test_int32_helpers_equal_the_int64_definitions_on_all_pairs(op, dtype, path)
     assert op != "MUL" or left_shifts > 5      # the wide doubling high mul was reached
 
 
+@pytest.mark.parametrize("op, dtype, path", [
+    ("ADD", "int8", REFERENCE), ("ADD", "int8", ELEMENTWISE_BLOCK), ("ADD", "int8", SCALAR_BLOCK),
+    ("ADD", "uint8", ELEMENTWISE_BLOCK), ("SUB", "uint8", REFERENCE),
+    ("SQUARED_DIFFERENCE", "int8", REFERENCE)])
+def test_binary_parts_compose_to_the_whole_helper(op, dtype, path):
+    """The three calls a kernel makes of an op rescaled apart (codegen.lower): each input's,
+    then the output's from both, equal `binary_call`'s one call on all 65536 pairs."""
+    rng = np.random.default_rng(list(f"parts {op} {dtype} {path}".encode()))
+    checked, outputs = 0, set()
+    while checked < 20:
+        q1, q2, qo, activation = random_binary_params(rng, op, dtype)
+        params = {"activation": activation}
+        if Q.quant_unsupported(op, (dtype,) * 3, (q1, q2), qo, params, position_aware=True):
+            continue
+        prepared = Q.prepare_binary(op, q1, q2, qo, params)
+        (in1, args1), (in2, args2), (out, args) = Q.binary_parts(op, prepared, dtype, path)
+        a, b = (x.astype(np.int64) for x in Q.binary_grid(q1, q2))
+        x1, x2 = getattr(fp, in1)(a, *args1), getattr(fp, in2)(b, *args2)
+        assert x1.dtype == x2.dtype == np.int32
+        name, whole = Q.binary_call(op, prepared, dtype, path)
+        assert np.array_equal(getattr(fp, out)(x1, x2, *args), getattr(fp, name)(a, b, *whole))
+        checked += 1
+        outputs.add(out)
+    if op == "ADD" and path != REFERENCE:      # tiny output scales wrap in int16, others not
+        assert outputs == {"add_block_output", "add_block_output_in_int16"}
+
+
+def test_doubling_high_mul_rounded_int32_equals_the_two_roundings():
+    """SRDHM then RoundingDivideByPOT in one rounding, plus an offset, over its operand range
+    and every exponent, edges included."""
+    rng = np.random.default_rng(11)
+    edges = np.array([0, 1, -1, 2, -2, 3, -3, 2 ** 29 - 1, -(2 ** 29) + 1])
+    a = np.concatenate([edges, rng.integers(-(2 ** 29) + 1, 2 ** 29, 50_000)])
+    for m in [0, 1, -1, 1 << 30, fp.INT32_MAX, fp.INT32_MIN, 1431655765,
+              *rng.integers(1, fp.INT32_MAX, 6).tolist()]:
+        for exponent in range(32):
+            want = fp.rounding_divide_by_pot(fp.saturating_rounding_doubling_high_mul(a, m),
+                                             exponent)
+            for offset in (0, -128, 255):
+                got = fp.doubling_high_mul_rounded_int32(a.astype(np.int32), m, exponent,
+                                                         offset)
+                assert np.array_equal(got, want + offset), (m, exponent, offset)
+
+
 @pytest.mark.parametrize("op, dtype, path", [("ADD", "int8", ELEMENTWISE_BLOCK),
                                              ("ADD", "uint8", SCALAR_BLOCK),
                                              ("SUB", "int8", REFERENCE),

@@ -98,6 +98,30 @@ def test_a_chain_of_int8_ops_is_one_kernel_with_composed_tables(cache_dir, rng, 
     same_as_builtin(model, interpreter, [rng.integers(-128, 128, shape).astype(np.int8)])
 
 
+def test_per_channel_and_one_value_operands_are_rescaled_once_each(cache_dir, rng):
+    """ADD, SUB and SQUARED_DIFFERENCE with a [C] input and a [1] input (not constants, so
+    not tables): each such operand is rescaled in a nest of its own shape, once per channel,
+    and the full tensor's elements only combine the two."""
+    shape = (6, 64)
+    b = ModelBuilder()
+    x = b.input("x", shape, np.int8, q(0.05, 3))
+    c = b.input("c", (64,), np.int8, q(0.02, -9))
+    s = b.input("s", (1,), np.int8, q(0.1, 4))
+    a = b.op("ADD", [x, c], NONE, quantization=q(0.06, 2))
+    d = b.op("SUB", [s, a], NONE, quantization=q(0.08, -1))
+    b.output(b.op("SQUARED_DIFFERENCE", [d, c], quantization=q(0.3, -120)))
+    model = b.to_bytes()
+    delegate, interpreter = delegated(model, cache_dir)
+    assert delegate.summary() == "3 of 3 nodes delegated in 1 partitions"
+    source = delegate.kernels[0].kernel.source
+    assert "Nest 1 over [1] as [1]: QCALL(rescale_input_int32)" in source
+    assert "Nest 2 over [64]: QCALL(add_block_input), QCALL(rescale_input_int32)" in source
+    assert "Nest 3 over [6, 64]" in source and "Nest 4" not in source
+    same_as_builtin(model, interpreter, [rng.integers(-128, 128, shape).astype(np.int8),
+                                         rng.integers(-128, 128, 64).astype(np.int8),
+                                         rng.integers(-128, 128, 1).astype(np.int8)])
+
+
 def test_float_islands_between_quantize_and_dequantize_fuse(cache_dir, rng):
     """DEQUANTIZE -> float ADD, MUL, RELU -> QUANTIZE, as converters leave them: one kernel
     that reads and writes int8; the float math in between is exact, so the result is too."""
