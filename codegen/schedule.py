@@ -343,9 +343,10 @@ def _padded_stages(stages: tuple[tuple[Op, ...], ...],
     """The stages of a rows nest that may run over whole vectors past the row's end, and the
     value each row buffer they read is filled with there (codegen.reduce.padding_of): a row
     of 197 otherwise ends in 5 scalar iterations, and softmax's exp pass over whole vectors
-    made the kernel 1.05-1.07x faster. Such a stage reads and writes no array in memory (it ends with its row), reads row buffers
-    that stages not running past the row write (their padding stays as filled), and has no
-    fused activation or guard (the fast loop would check what it makes of the padding)."""
+    made the kernel 1.05-1.07x faster. Such a stage reads and writes no array in memory (it
+    ends with its row), reads row buffers that stages not running past the row write (their
+    padding stays as filled), and has no fused activation or guard (the fast loop would
+    check what it makes of the padding)."""
     made_in = {op.output: k for k, ops in enumerate(stages) for op in ops if not op.reduction}
     padded: list[int] = []
     padding: dict[int, str] = {}
