@@ -119,5 +119,30 @@ def expand(ir: KernelIR) -> KernelIR:
     return replace(ir, values=tuple(values[t] for t in sorted(values)), ops=tuple(ops))
 
 
+def padding_of(ops: tuple[Op, ...], buffers: set[int]) -> dict[int, str] | None:
+    """What to fill the row buffers a pass of `ops` reads (`buffers`) with past the row's end,
+    so that the pass may run on over whole vectors there: each reduction must then take in its
+    identity. A reduction of a buffer gets its `init`; softmax's sum of exps gets +0 (its
+    identity: every exp is >= +0 and a row has one) from the exp of -INF minus the row's max
+    with beta > 0 (with a max of -inf or NaN the row is NaN anyway). None for any other."""
+    made = {op.output: op for op in ops}
+    fills: dict[int, str] = {}
+    for op in ops:
+        if not op.reduction:
+            continue
+        operand, exp = op.inputs[0], made.get(op.inputs[0])
+        if operand in buffers:
+            fill = {operand: op.spec.init}
+        elif (op.op == "ROW_SUM" and exp is not None and exp.op == "SCALED_EXP"
+              and dict(exp.params)["beta"] > 0 and exp.inputs[0] in buffers
+              and exp.inputs[1] not in buffers):
+            fill = {exp.inputs[0]: "-INF"}
+        else:
+            return None
+        if any(fills.setdefault(t, value) != value for t, value in fill.items()):
+            return None
+    return fills
+
+
 #: The ops `expand` rewrites, by builtin code.
 COMPOSITES = {"SOFTMAX": 25, "LOG_SOFTMAX": 50, "L2_NORMALIZATION": 11}

@@ -12,6 +12,7 @@ looser tolerance.
 from __future__ import annotations
 
 import itertools
+import math
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -34,11 +35,26 @@ SPECIALS = np.array([np.nan, np.inf, -np.inf, -0.0, 0.0, 3e38, -3e38, 1e30, -1e-
 
 @dataclass
 class Graph:
-    """A generated model and what the test needs to know about it."""
+    """A generated model and what the test needs to know about it; `structure`: what decides
+    the paths its kernel takes (ops, wiring, which dims broadcast, size class, the kinds of
+    its constants), not the sizes of its dims or the values of its constants."""
     model: bytes
     input_shapes: list[tuple[int, ...]]
     ops: list[tuple[str, tuple[int, ...], int, dict]] = field(default_factory=list)
     exact: dict[int, bool] = field(default_factory=dict)
+    structure: tuple = ()
+
+
+def dims_pattern(shape: tuple[int, ...]) -> tuple[bool, ...]:
+    """Which dims of a shape are longer than 1: how it broadcasts against the others."""
+    return tuple(d > 1 for d in shape)
+
+
+def size_class(shape: tuple[int, ...]) -> tuple[bool, ...]:
+    """Whether a shape holds a vector of 16 float32 and a vectorised loop iteration of 64 (a
+    tile's minimum, codegen.schedule.TILE_MIN): past each, the kernel takes other paths."""
+    elements = math.prod(shape)
+    return elements >= 16, elements >= 64
 
 
 @st.composite
@@ -70,6 +86,7 @@ def graphs(draw, op_names=tuple(OPS), max_ops=8):
     graph.exact = {t: True for t, _ in tensors}
     consumed: set[int] = set()
     constants: dict[int, np.ndarray] = {}
+    constant_kinds: list[tuple] = []
 
     def operand():
         kind = draw(st.sampled_from(["tensor", "tensor", "tensor", "const"]))
@@ -84,6 +101,8 @@ def graphs(draw, op_names=tuple(OPS), max_ops=8):
         elif values == "special" and data.size:
             data.reshape(-1)[0] = rng.choice(SPECIALS)
         t = b.const(f"c{len(graph.exact)}", data)
+        special = data.reshape(-1)[:1].tobytes() if values == "special" else b""
+        constant_kinds.append((t, dims_pattern(data.shape), values, special))
         graph.exact[t] = True
         constants[t] = data
         return t, tuple(data.shape)
@@ -112,6 +131,8 @@ def graphs(draw, op_names=tuple(OPS), max_ops=8):
         graph.exact[outputs[0]] = True
     b.output(*sorted(set(outputs)))
     graph.model = b.to_bytes()
+    graph.structure = (repr(graph.ops), tuple(map(dims_pattern, input_shapes)),
+                       size_class(full), tuple(constant_kinds), tuple(sorted(set(outputs))))
     return graph
 
 

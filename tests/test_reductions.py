@@ -98,6 +98,25 @@ def test_softmax_lowers_to_row_max_exp_sum_and_one_multiply():
     assert "for i0 in range(6):" in render_kernel(ir, LAYOUT)
 
 
+def test_softmax_exp_pass_over_a_scaled_row_runs_on_to_whole_vectors():
+    """Rows of 197: the exp pass reads only the scaled row's buffer, padded with -INF (exp 0)
+    to 208; rows of 128 need no padding, and without the MUL the pass reads x from memory."""
+    def scaled(c: int) -> KernelIR:
+        return ir_of({0: (6, c), 1: (), 2: (6, c), 3: (6, c)},
+                     [("MUL", (0, 1), 2, ACT), ("SOFTMAX", (2,), 3, (("beta", 1.0),))],
+                     (0, 1), (3,))
+    (nest,) = plan(scaled(197)).nests
+    assert nest.padded == (1,) and nest.padding == ((2, "-INF"),) and nest.row_stride == 208
+    source = render_kernel(scaled(197), LAYOUT)
+    assert "t2_buf = np.full(208, -INF, np.float32)" in source
+    assert "padded_length = (row_length + 15) // 16 * 16" in source
+    assert source.count("for i1 in range(padded_length):") == 2       # fast and exact loops
+    assert plan(scaled(128)).nests[0].padded == ()
+    plain = ir_of({0: (6, 197), 1: (6, 197)}, [("SOFTMAX", (0,), 1, (("beta", 1.0),))],
+                  (0,), (1,))
+    assert plan(plain).nests[0].padded == ()
+
+
 def test_squeeze_over_h_w_accumulates_in_its_input_nest():
     """MEAN over H, W of NHWC: a nest over the input accumulating per channel, on one thread."""
     ir = ir_of({0: (1, 14, 14, 24), 1: (1, 14, 14, 24), 2: (1, 1, 1, 24)},
@@ -236,6 +255,16 @@ def test_softmax_with_its_scale_is_one_kernel_and_thread_count_does_not_change_i
     assert same_bits(run(two, [x])[0], got)
     want, = run(builtin_interpreter(model), [x])
     assert np.all(np.abs(got - want) <= want * ((2 * 197 + 4) * U + 2 * EXP_RELATIVE) + 1e-37)
+    # Rows with +inf (FLT_MAX once scaled), NaN, all -inf: the exact loop, padded alike.
+    x[0, 0, 3, 7], x[0, 1, 5, 196], x[0, 2, 9] = np.inf, np.nan, -np.inf
+    got, = run(interpreter, [x])
+    want, = run(builtin_interpreter(model), [x])
+    assert same_bits(np.isnan(got), np.isnan(want)) and np.all(np.isnan(got[0, 1, 5]))
+    assert same_bits(run(two, [x])[0], got)
+    assert got[0, 0, 3, 7] == 1.0 and np.all(got[0, 2, 9] == np.float32(1 / 197))
+    ok = ~np.isnan(want)
+    assert np.all(np.abs(got - want)[ok] <= (want * ((2 * 197 + 4) * U + 2 * EXP_RELATIVE))[ok]
+                  + 1e-37)
 
 
 def test_se_squeeze_and_the_op_before_it_are_one_kernel_bit_exact(cache_dir, rng):
