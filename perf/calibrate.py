@@ -270,6 +270,7 @@ def fit(t: dict[Key, float], ops: list[str]) -> dict:
     partition = us[("litert", BASE, 1, SIZES[0])] - invoke - per_op("litert", BASE, SIZES[0])
     first = [(n, us[("litert", BASE, 1, n)] - invoke - partition - per_op("litert", BASE, n))
              for n in SIZES]
+
     def broadcast(run: int) -> float:
         per_run = (us[("broadcast", BROADCAST_OP, K[1], run)]
                    - us[("broadcast", BROADCAST_OP, K[0], run)]) / (K[1] - K[0])
@@ -304,9 +305,8 @@ def fit(t: dict[Key, float], ops: list[str]) -> dict:
 
 def partition_ops(model: bytes) -> list[tuple[str, int, int]]:
     """(op, output elements, broadcast run) of every node, as the delegate would pass them to
-    predict():
-    `OP/int8` where a tensor of the node is int8 or uint8, `OP/fast` where the default precision
-    approximates the op (fusion.cost_keys)."""
+    predict(): `OP/int8` where a tensor of the node is int8 or uint8, `OP/fast` where the default
+    precision approximates the op (fusion.cost_keys)."""
     sg = read_model(model).subgraphs[0]
     ops = []
     for op in sg.operators:
