@@ -5,6 +5,7 @@ of a binary op in one tensor pair, on grids of scales and zero points that inclu
 extremes. Position matters in LiteRT (NEON blocks vs scalar loops, see
 docs/quantized_semantics.md), so expected outputs follow `binary_paths` / `UnaryLookup`.
 """
+import itertools
 import math
 import re
 import subprocess
@@ -733,6 +734,18 @@ def random_binary_params(rng, op: str, dtype: str) -> tuple:
             QParams(float(np.float32(so)), zo, dtype), int(rng.integers(0, 4)))
 
 
+def supported_binary_cases(rng, op: str, dtype: str):
+    """Endless random_binary_params the delegate claims, as (q1, q2, qo, activation, prepared,
+    a, b): a and b every operand pair, int64."""
+    while True:
+        q1, q2, qo, activation = random_binary_params(rng, op, dtype)
+        params = {"activation": activation}
+        if Q.quant_unsupported(op, (dtype,) * 3, (q1, q2), qo, params, position_aware=True):
+            continue
+        a, b = (x.astype(np.int64) for x in Q.binary_grid(q1, q2))
+        yield q1, q2, qo, activation, Q.prepare_binary(op, q1, q2, qo, params), a, b
+
+
 @pytest.mark.parametrize("op, dtype, path", [
     ("ADD", "int8", REFERENCE), ("ADD", "int8", ELEMENTWISE_BLOCK),
     ("ADD", "int8", SCALAR_BLOCK), ("ADD", "uint8", REFERENCE),
@@ -743,19 +756,13 @@ def test_int32_helpers_equal_the_int64_definitions_on_all_pairs(op, dtype, path)
     """200 random parameter sets each, all 65536 operand pairs, the numpy path (the numba
     path runs the same code: test_numba_int32_helpers_equal_the_int64_definitions)."""
     rng = np.random.default_rng(list(f"{op} {dtype} {path}".encode()))
-    checked = left_shifts = 0
-    while checked < 200:
-        q1, q2, qo, activation = random_binary_params(rng, op, dtype)
-        params = {"activation": activation}
-        if Q.quant_unsupported(op, (dtype,) * 3, (q1, q2), qo, params, position_aware=True):
-            continue
-        prepared = Q.prepare_binary(op, q1, q2, qo, params)
+    left_shifts = 0
+    for q1, q2, qo, activation, prepared, a, b in itertools.islice(
+            supported_binary_cases(rng, op, dtype), 200):
         name, args = Q.binary_call(op, prepared, dtype, path)
-        a, b = (x.astype(np.int64) for x in Q.binary_grid(q1, q2))
         got = getattr(fp, name)(a, b, *args)
         want = INT64_DEFINITIONS[name](a, b, *args)
         assert np.array_equal(got, want), (op, dtype, path, q1, q2, qo, activation)
-        checked += 1
         left_shifts += op == "MUL" and prepared.output_shift > 13
     assert op != "MUL" or left_shifts > 5      # the wide doubling high mul was reached
 
@@ -768,20 +775,13 @@ def test_binary_parts_compose_to_the_whole_helper(op, dtype, path):
     """The three calls a kernel makes of an op rescaled apart (codegen.lower): each input's,
     then the output's from both, equal `binary_call`'s one call on all 65536 pairs."""
     rng = np.random.default_rng(list(f"parts {op} {dtype} {path}".encode()))
-    checked, outputs = 0, set()
-    while checked < 20:
-        q1, q2, qo, activation = random_binary_params(rng, op, dtype)
-        params = {"activation": activation}
-        if Q.quant_unsupported(op, (dtype,) * 3, (q1, q2), qo, params, position_aware=True):
-            continue
-        prepared = Q.prepare_binary(op, q1, q2, qo, params)
+    outputs = set()
+    for *_, prepared, a, b in itertools.islice(supported_binary_cases(rng, op, dtype), 20):
         (in1, args1), (in2, args2), (out, args) = Q.binary_parts(op, prepared, dtype, path)
-        a, b = (x.astype(np.int64) for x in Q.binary_grid(q1, q2))
         x1, x2 = getattr(fp, in1)(a, *args1), getattr(fp, in2)(b, *args2)
         assert x1.dtype == x2.dtype == np.int32
         name, whole = Q.binary_call(op, prepared, dtype, path)
         assert np.array_equal(getattr(fp, out)(x1, x2, *args), getattr(fp, name)(a, b, *whole))
-        checked += 1
         outputs.add(out)
     if op == "ADD" and path != REFERENCE:      # tiny output scales wrap in int16, others not
         assert outputs == {"add_block_output", "add_block_output_in_int16"}
