@@ -6,7 +6,9 @@ import math
 import pytest
 
 from codegen.ops import OPS, TRANSCENDENTAL
-from fusion_delegate import worth
+from conftest import builtin_interpreter
+from fusion_delegate import FusionDelegate, worth
+from fusion_delegate.demo import build_demo_model
 from fusion_delegate.worth import (APPROXIMATED_OPS, QUANTIZED_OPS, CostModel, CostModelError,
                                    Prediction, load_cost_model, predict)
 
@@ -57,6 +59,20 @@ def without(data: dict, name: str) -> CostModel:
     for table in data["threads"].values():
         del table["ops"][name]
     return CostModel.from_json(data)
+
+
+def test_partitions_are_priced_at_the_interpreters_thread_count_not_the_kernels():
+    """XNNPACK runs on the interpreter's threads while our kernels stay on one: a 2-thread
+    interpreter's partitions take the 2-thread costs. (No kernel is built: nothing pays 1e9x.)"""
+    model = build_demo_model()
+    predictions = {}
+    for threads in (1, 2):
+        delegate = FusionDelegate(min_speedup=1e9)
+        builtin_interpreter(model, [delegate], num_threads=threads)
+        predictions[threads] = delegate.predictions
+    assert load_cost_model().costs(1) is not load_cost_model().costs(2)
+    assert predictions[1].keys() == predictions[2].keys() and predictions[1]
+    assert all(predictions[1][nodes] != predictions[2][nodes] for nodes in predictions[1])
 
 
 @pytest.mark.parametrize("name", ["GELU", "ROUND"])
