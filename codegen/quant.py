@@ -534,8 +534,9 @@ def binary_parts(op: str, prepared, dtype: str,
                   ("add_block_input", (p.input2_offset, p.input2_multiplier, p.input2_shift,
                                        p.left_shift, merged)))
         if _add_block_stays_in_int16(p, dtype, inputs):
-            return (*inputs, ("add_block_output_in_int16", (
-                p.output_multiplier, p.output_shift, p.output_offset, p.act_min, p.act_max)))
+            output = ("add_block_output_in_int16", (p.output_multiplier, p.output_shift,
+                                                    p.output_offset, p.act_min, p.act_max))
+            return _add_block_quadrupled(inputs, output, dtype) or (*inputs, output)
         return (*inputs, ("add_block_output", (p.output_multiplier, p.output_shift,
                                                p.output_offset, p.act_min, p.act_max,
                                                *DTYPE_RANGES[dtype])))
@@ -547,6 +548,51 @@ def binary_parts(op: str, prepared, dtype: str,
     if op == "SQUARED_DIFFERENCE":
         return (*inputs, ("squared_difference_output", output))
     return (*inputs, ("add_sub_output", (-1 if op == "SUB" else 1, *output)))
+
+
+def _add_block_quadrupled(inputs: tuple, output: Call, dtype: str) -> tuple | None:
+    """The int16 ADD blocks with one input a plain shift (`_plain_shift`: the larger scale's
+    input, multiplier 2**30) as `shifted_code_int32`, its offset and the 4 of the output's
+    high multiply folded into the other input (`add_block_input_quadrupled`): a per-channel
+    operand then carries them, once per channel, and each element costs one shift instead of
+    six operations. The tie correction of the rounding is dropped where no input pair meets
+    it. Checked against the three calls it replaces over all input pairs; None if no input
+    is a plain shift."""
+    shifts = [_plain_shift(args, dtype) for _, args in inputs]
+    if shifts[0] is None and shifts[1] is None:
+        return None
+    plain = 0 if shifts[0] is not None else 1
+    offset, shift = inputs[plain][1][0], shifts[plain]
+    parts = [None, None]
+    parts[plain] = ("shifted_code_int32", (shift + 2,))
+    parts[1 - plain] = ("add_block_input_quadrupled",
+                        (*inputs[1 - plain][1], 4 * (offset << shift)))
+    a, b = np.meshgrid(*[np.arange(*_code_range(dtype))] * 2, indexing="ij")
+    expected = _call(output[0], *(_call(n, q, *args) for q, (n, args) in zip((a, b), inputs)),
+                     *output[1])
+    for ties_reached in (False, True):
+        candidate = (*parts, ("add_block_output_quadrupled", (*output[1], ties_reached)))
+        got = _call(candidate[2][0], *(_call(n, q.astype(np.int32), *args)
+                                       for q, (n, args) in zip((a, b), candidate[:2])),
+                    *candidate[2][1])
+        if np.array_equal(got, expected):
+            return candidate
+    return None
+
+
+def _plain_shift(args: tuple, dtype: str) -> int | None:
+    """k where `add_block_input` with these arguments is (q + offset) << k for every code q,
+    else None."""
+    codes = np.arange(*_code_range(dtype), dtype=np.int64)
+    rescaled = fp.add_block_input(codes, *args)
+    offset = codes + args[0]
+    return next((k for k in range(29) if np.array_equal(rescaled, offset << k)), None)
+
+
+def _code_range(dtype: str) -> tuple[int, int]:
+    """The codes of `dtype` as np.arange's (start, stop)."""
+    low, high = DTYPE_RANGES[dtype]
+    return low, high + 1
 
 
 def _add_block_stays_in_int16(p: ArithParams, dtype: str, inputs: tuple) -> bool:

@@ -115,7 +115,8 @@ def test_per_channel_and_one_value_operands_are_rescaled_once_each(cache_dir, rn
     assert delegate.summary() == "3 of 3 nodes delegated in 1 partitions"
     source = delegate.kernels[0].kernel.source
     assert "Nest 1 over [1] as [1]: QCALL(rescale_input_int32)" in source
-    assert "Nest 2 over [64]: QCALL(add_block_input), QCALL(rescale_input_int32)" in source
+    assert ("Nest 2 over [64]: QCALL(add_block_input_quadrupled), QCALL(rescale_input_int32)"
+            in source)
     assert "Nest 3 over [6, 64]" in source and "Nest 4" not in source
     same_as_builtin(model, interpreter, [rng.integers(-128, 128, shape).astype(np.int8),
                                          rng.integers(-128, 128, 64).astype(np.int8),
