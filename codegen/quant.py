@@ -582,11 +582,11 @@ def _add_block_quadrupled(inputs: tuple, output: Call, dtype: str) -> tuple | No
 
 def _plain_shift(args: tuple, dtype: str) -> int | None:
     """k where `add_block_input` with these arguments is (q + offset) << k for every code q,
-    else None."""
+    else None. k <= 20 keeps `shifted_code_int32`'s q << (k + 2) within int32 (|q| <= 255)."""
     codes = np.arange(*_code_range(dtype), dtype=np.int64)
     rescaled = fp.add_block_input(codes, *args)
     offset = codes + args[0]
-    return next((k for k in range(29) if np.array_equal(rescaled, offset << k)), None)
+    return next((k for k in range(21) if np.array_equal(rescaled, offset << k)), None)
 
 
 def _code_range(dtype: str) -> tuple[int, int]:
