@@ -567,17 +567,19 @@ def _add_block_quadrupled(inputs: tuple, output: Call, dtype: str) -> tuple | No
     parts[plain] = ("shifted_code_int32", (shift + 2,))
     parts[1 - plain] = ("add_block_input_quadrupled",
                         (*inputs[1 - plain][1], 4 * (offset << shift)))
-    a, b = np.meshgrid(*[np.arange(*_code_range(dtype))] * 2, indexing="ij")
-    expected = _call(output[0], *(_call(n, q, *args) for q, (n, args) in zip((a, b), inputs)),
-                     *output[1])
+    expected = _on_all_pairs((*inputs, output), dtype)
     for ties_reached in (False, True):
         candidate = (*parts, ("add_block_output_quadrupled", (*output[1], ties_reached)))
-        got = _call(candidate[2][0], *(_call(n, q.astype(np.int32), *args)
-                                       for q, (n, args) in zip((a, b), candidate[:2])),
-                    *candidate[2][1])
-        if np.array_equal(got, expected):
+        if np.array_equal(_on_all_pairs(candidate, dtype), expected):
             return candidate
     return None
+
+
+def _on_all_pairs(parts: tuple, dtype: str) -> np.ndarray:
+    """The three calls of `binary_parts` composed, on every pair of codes of `dtype`."""
+    (name1, args1), (name2, args2), (name, args) = parts
+    a, b = np.meshgrid(*[np.arange(*_code_range(dtype), dtype=np.int32)] * 2, indexing="ij")
+    return _call(name, _call(name1, a, *args1), _call(name2, b, *args2), *args)
 
 
 def _plain_shift(args: tuple, dtype: str) -> int | None:
