@@ -356,6 +356,33 @@ def add_block_input_quadrupled(q, offset, multiplier, shift, left_shift, merged_
 
 
 @_jitable
+def code_times_128_int16(q):
+    """q * 128 as an int16: the per-element input of `add_block_output_int16_lanes`."""
+    return np.left_shift(np.int16(q), np.int16(7))
+
+
+@_jitable
+def add_block_output_int16_lanes(x1, x2, multiplier, shift, act_min, act_max):
+    """An int8 ADD block's output as floor((x1 + c) * multiplier / 2**(16 + shift)) + d,
+    clamped, in int16 lanes (32 a vector instead of the int32 helpers' 16, the product's
+    high half one VPMULHW): x1 = `code_times_128_int16` of one input, x2 = d << 16 | c
+    (c an int16) the other input's pair, looked up from a table per code that
+    `quant.binary_parts` built and checked equal to the int32 helpers on all input pairs.
+    No overflow: that check keeps |x1 + c| < 2**15."""
+    start = np.int16(np.add(x1, np.int16(x2)))
+    high = np.int16(np.right_shift(np.multiply(np.int32(start), np.int32(multiplier)),
+                                   np.int32(16 + shift)))
+    total = np.int16(np.add(high, np.int16(np.right_shift(x2, np.int32(16)))))
+    return np.minimum(np.maximum(total, np.int16(act_min)), np.int16(act_max))
+
+
+@_jitable
+def add_block_output_int16_lanes_table_first(x1, x2, multiplier, shift, act_min, act_max):
+    """`add_block_output_int16_lanes` where the first input is the one looked up."""
+    return add_block_output_int16_lanes(x2, x1, multiplier, shift, act_min, act_max)
+
+
+@_jitable
 def add_block_output_quadrupled(x1, x2, output_multiplier, output_shift, output_offset,
                                 act_min, act_max, ties_reached):
     """`add_block_output_in_int16` of inputs given times 4 (`shifted_code_int32` <<

@@ -809,6 +809,26 @@ def test_add_blocks_keep_the_tie_correction_where_a_tie_is_met(scales, ties_reac
     assert np.array_equal(got, getattr(fp, name)(a, b, *whole))
 
 
+@pytest.mark.parametrize("scales", [(0.04, 0.03, 0.06), (0.0437, 0.0291, 0.0613)])
+@pytest.mark.parametrize("once", [0, 1])
+def test_add_blocks_in_int16_lanes_equal_the_whole_helper(scales, once):
+    """An int8 ADD with an input rescaled once per channel (int8_block's scales, and ones in
+    no simple ratio) runs in int16 lanes: that input a table of pairs, the other times 128;
+    composed, the three parts equal `binary_call`'s helper on all 65536 pairs."""
+    s1, s2, so = scales
+    q1, q2 = QParams(s1, -5), QParams(s2, 0)
+    prepared = Q.prepare_binary("ADD", q1, q2, QParams(so, 2), {"activation": 0})
+    parts = Q.binary_parts("ADD", prepared, "int8", ELEMENTWISE_BLOCK, once)
+    assert parts[once][0] == "LUT" and parts[1 - once][0] == "code_times_128_int16"
+    a, b = Q.binary_grid(q1, q2)
+    x1, x2 = (np.array(args[0], np.int32)[codes.astype(np.int64) + 128] if name == "LUT"
+              else getattr(fp, name)(codes, *args)
+              for codes, (name, args) in zip((a, b), parts))
+    name, whole = Q.binary_call("ADD", prepared, "int8", ELEMENTWISE_BLOCK)
+    assert np.array_equal(getattr(fp, parts[2][0])(x1, x2, *parts[2][1]),
+                          getattr(fp, name)(a.astype(np.int64), b.astype(np.int64), *whole))
+
+
 def test_doubling_high_mul_rounded_int32_equals_the_two_roundings():
     """SRDHM then RoundingDivideByPOT in one rounding, plus an offset, over its operand range
     and every exponent, edges included."""
