@@ -212,11 +212,23 @@ def doubling_high_mul_rounded_int32(a, multiplier, exponent, offset):
     exponent 0: half is 0 and nothing is subtracted, so t comes back. Up to exponent 20 the
     offset goes in before the shift, as offset * 2**(exponent+1), one add fewer. No overflow:
     |H| < 2**30, 255 * 2**21 < 2**29; from exponent 30 on, |t| < 2**29 rounds to 0."""
-    high = high_mul(np.left_shift(a, _I32_2), multiplier)
+    return quadrupled_high_mul_rounded_int32(np.left_shift(a, _I32_2), multiplier, exponent,
+                                             offset, True)
+
+
+@_jitable
+def quadrupled_high_mul_rounded_int32(a4, multiplier, exponent, offset, ties_reached):
+    """`doubling_high_mul_rounded_int32` of a = a4 / 4, given a4 = 4a (a kernel that can
+    fold the 4 into a constant saves the shift). ties_reached=False drops the correction of
+    negative ties (-2 where H < -1, two operations): for callers that checked that no
+    operand they pass makes RoundingDivideByPOT meet a negative tie, where the correction
+    changes nothing."""
+    high = high_mul(a4, multiplier)
     exponent_fits = min(exponent, 29)
     inside = offset * (exponent <= 20)
     nudge = np.int32(1 + 2 * ((1 << exponent_fits) >> 1) + inside * (1 << (exponent_fits + 1)))
-    negative = select(np.less(high, np.int32(-1)), np.int32(2 * (exponent > 0)), np.int32(0))
+    negative = select(np.less(high, np.int32(-1)),
+                      np.int32(2 * (exponent > 0) * ties_reached), np.int32(0))
     rounded = np.right_shift(np.subtract(np.add(high, nudge), negative),
                              np.int32(exponent_fits + 1))
     return np.add(select(exponent >= 30, np.int32(0), rounded), np.int32(offset - inside))
@@ -321,6 +333,64 @@ def add_block_output_in_int16(x1, x2, output_multiplier, output_shift, output_of
     and one clamp remains."""
     return clamp_int32(doubling_high_mul_rounded_int32(np.add(x1, x2), output_multiplier,
                                                        -output_shift, output_offset),
+                       act_min, act_max)
+
+
+@_jitable
+def shifted_code_int32(q, shift):
+    """q << shift as an int32: an ADD block input whose rescaling is a plain shift (the
+    input of the larger scale, multiplier 2**30), with its offset added to the other
+    input instead (`add_block_input_quadrupled`)."""
+    return np.left_shift(np.int32(q), np.int32(shift))
+
+
+@_jitable
+def add_block_input_quadrupled(q, offset, multiplier, shift, left_shift, merged_shift,
+                               addend):
+    """4 * `add_block_input` + addend: the other input of `add_block_output_quadrupled`
+    when one input is `shifted_code_int32`, which leaves its offset, times 4, in addend.
+    Computed once per channel for a per-channel input, so the per-element work shrinks to
+    one shift. In int32 lanes: 4 * 255 * 2**20 + |addend| < 2**31 (addend < 2**30)."""
+    rescaled = add_block_input(q, offset, multiplier, shift, left_shift, merged_shift)
+    return np.add(np.left_shift(rescaled, _I32_2), np.int32(addend))
+
+
+@_jitable
+def code_times_128_int16(q):
+    """q * 128 as an int16: the per-element input of `add_block_output_int16_lanes`."""
+    return np.left_shift(np.int16(q), np.int16(7))
+
+
+@_jitable
+def add_block_output_int16_lanes(x1, x2, multiplier, shift, act_min, act_max):
+    """An int8 ADD block's output as floor((x1 + c) * multiplier / 2**(16 + shift)) + d,
+    clamped, in int16 lanes (32 a vector instead of the int32 helpers' 16, the product's
+    high half one VPMULHW): x1 = `code_times_128_int16` of one input, x2 = d << 16 | c
+    (c an int16) the other input's pair, looked up from a table per code that
+    `quant.binary_parts` built and checked equal to the int32 helpers on all input pairs.
+    No overflow: that check keeps |x1 + c| < 2**15."""
+    start = np.int16(np.add(x1, np.int16(x2)))
+    high = np.int16(np.right_shift(np.multiply(np.int32(start), np.int32(multiplier)),
+                                   np.int32(16 + shift)))
+    total = np.int16(np.add(high, np.int16(np.right_shift(x2, np.int32(16)))))
+    return np.minimum(np.maximum(total, np.int16(act_min)), np.int16(act_max))
+
+
+@_jitable
+def add_block_output_int16_lanes_table_first(x1, x2, multiplier, shift, act_min, act_max):
+    """`add_block_output_int16_lanes` where the first input is the one looked up."""
+    return add_block_output_int16_lanes(x2, x1, multiplier, shift, act_min, act_max)
+
+
+@_jitable
+def add_block_output_quadrupled(x1, x2, output_multiplier, output_shift, output_offset,
+                                act_min, act_max, ties_reached):
+    """`add_block_output_in_int16` of inputs given times 4 (`shifted_code_int32` <<
+    2 and `add_block_input_quadrupled`), whose sum is 4 * (the NEON blocks' sum): the high
+    multiply takes it as it is. ties_reached as in `quadrupled_high_mul_rounded_int32`."""
+    return clamp_int32(quadrupled_high_mul_rounded_int32(np.add(x1, x2), output_multiplier,
+                                                         -output_shift, output_offset,
+                                                         ties_reached),
                        act_min, act_max)
 
 

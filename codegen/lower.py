@@ -70,7 +70,8 @@ def _lower(ir: KernelIR, op: Op) -> list[Op]:
         return [_table(op, op.inputs[1 - scalar], table, source)]
     prepared = quant.prepare_binary(op.op, operands[0].quant, operands[1].quant, out.quant,
                                     params)
-    parts = quant.binary_parts(op.op, prepared, out.dtype, path)
+    once = [i for i, v in enumerate(operands) if math.prod(v.shape) < math.prod(out.shape)]
+    parts = quant.binary_parts(op.op, prepared, out.dtype, path, once[0] if once else None)
     if parts is not None:
         return _rescaled_apart(ir, op, parts, source)
     call, args = quant.binary_call(op.op, prepared, out.dtype, path)
@@ -83,7 +84,8 @@ def _rescaled_apart(ir: KernelIR, op: Op, parts: tuple, source: tuple) -> list[O
     no node on their own (no source): the node is the output's."""
     position = ir.ops.index(op)
     rescaled = (-2 * position - 1, -2 * position - 2)
-    inputs = [Op(op.node, "QCALL", (t,), r, (("call", call), ("args", args), ("source", ())))
+    inputs = [Op(op.node, "LUT", (t,), r, (("table", args[0]), ("source", ()))) if call == "LUT"
+              else Op(op.node, "QCALL", (t,), r, (("call", call), ("args", args), ("source", ())))
               for t, r, (call, args) in zip(op.inputs, rescaled, parts)]
     call, args = parts[2]
     return [*inputs, Op(op.node, "QCALL", rescaled, op.output,

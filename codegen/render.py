@@ -130,13 +130,14 @@ def annotation(tensor: int, text: str) -> str:
 
 def op_title(op: Op) -> str:
     """The op, or for a kernel op what it computes: `LUT(HARD_SWISH 4, RELU 5)`, or the
-    helper it calls when it computes part of a node: `QCALL(add_block_input)`."""
+    helper it calls when it computes part of a node: `QCALL(add_block_input)` (a LUT
+    computing part of a node: `LUT(part)`)."""
     params = dict(op.params)
     source = params.get("source")
     if source is None:
         return op.op
     if not source:
-        return f"{op.op}({params['call']})"
+        return f"{op.op}({params.get('call', 'part')})"
     nodes = ", ".join(f"{name} {node}" for node, name in source)
     return f"{op.op}({nodes})"
 

@@ -420,7 +420,8 @@ def _byte_table(ir: KernelIR, ops: tuple[Op, ...], loops: LoopNest) -> bool:
     if len(ops) != 1 or ops[0].op != "LUT":
         return False
     (op,) = ops
-    return (ir.value(op.output).dtype != "float32" and not any(loops.broadcast[op.inputs[0]])
+    return (ir.value(op.output).dtype in ("int8", "uint8")
+            and not any(loops.broadcast[op.inputs[0]])
             and ir.value(op.inputs[0]).literal is None)
 
 

@@ -775,7 +775,7 @@ def test_binary_parts_compose_to_the_whole_helper(op, dtype, path):
     """The three calls a kernel makes of an op rescaled apart (codegen.lower): each input's,
     then the output's from both, equal `binary_call`'s one call on all 65536 pairs."""
     rng = np.random.default_rng(list(f"parts {op} {dtype} {path}".encode()))
-    outputs = set()
+    outputs, ties = set(), set()
     for *_, prepared, a, b in itertools.islice(supported_binary_cases(rng, op, dtype), 20):
         (in1, args1), (in2, args2), (out, args) = Q.binary_parts(op, prepared, dtype, path)
         x1, x2 = getattr(fp, in1)(a, *args1), getattr(fp, in2)(b, *args2)
@@ -783,8 +783,50 @@ def test_binary_parts_compose_to_the_whole_helper(op, dtype, path):
         name, whole = Q.binary_call(op, prepared, dtype, path)
         assert np.array_equal(getattr(fp, out)(x1, x2, *args), getattr(fp, name)(a, b, *whole))
         outputs.add(out)
-    if op == "ADD" and path != REFERENCE:      # tiny output scales wrap in int16, others not
-        assert outputs == {"add_block_output", "add_block_output_in_int16"}
+        ties |= {args[-1]} if out == "add_block_output_quadrupled" else set()
+    if op == "ADD" and path != REFERENCE:      # tiny output scales wrap in int16, others not;
+        assert outputs == {"add_block_output", "add_block_output_quadrupled"}
+        assert ties == {False}                 # random scales meet no tie of the rounding
+
+
+@pytest.mark.parametrize("scales, ties_reached", [((0.04, 0.03, 0.06), True),
+                                                   ((0.03, 0.04, 0.06), True),
+                                                   ((0.0437, 0.0291, 0.0613), False)])
+def test_add_blocks_keep_the_tie_correction_where_a_tie_is_met(scales, ties_reached):
+    """Scales in simple ratios (int8_block's 0.04 + 0.03 -> 0.06) make RoundingDivideByPOT
+    meet negative ties, so the quadrupled ADD keeps its correction; the plain shift is the
+    input of the larger scale, first or second."""
+    s1, s2, so = scales
+    prepared = Q.prepare_binary("ADD", QParams(s1, -5), QParams(s2, 0), QParams(so, 2),
+                                {"activation": 0})
+    parts = Q.binary_parts("ADD", prepared, "int8", ELEMENTWISE_BLOCK)
+    assert parts[2][0] == "add_block_output_quadrupled" and parts[2][1][-1] == ties_reached
+    assert parts[0 if s1 > s2 else 1][0] == "shifted_code_int32"
+    a, b = (x.astype(np.int64) for x in Q.binary_grid(QParams(s1, -5), QParams(s2, 0)))
+    (in1, args1), (in2, args2), (out, args) = parts
+    got = getattr(fp, out)(getattr(fp, in1)(a, *args1), getattr(fp, in2)(b, *args2), *args)
+    name, whole = Q.binary_call("ADD", prepared, "int8", ELEMENTWISE_BLOCK)
+    assert np.array_equal(got, getattr(fp, name)(a, b, *whole))
+
+
+@pytest.mark.parametrize("scales", [(0.04, 0.03, 0.06), (0.0437, 0.0291, 0.0613)])
+@pytest.mark.parametrize("once", [0, 1])
+def test_add_blocks_in_int16_lanes_equal_the_whole_helper(scales, once):
+    """An int8 ADD with an input rescaled once per channel (int8_block's scales, and ones in
+    no simple ratio) runs in int16 lanes: that input a table of pairs, the other times 128;
+    composed, the three parts equal `binary_call`'s helper on all 65536 pairs."""
+    s1, s2, so = scales
+    q1, q2 = QParams(s1, -5), QParams(s2, 0)
+    prepared = Q.prepare_binary("ADD", q1, q2, QParams(so, 2), {"activation": 0})
+    parts = Q.binary_parts("ADD", prepared, "int8", ELEMENTWISE_BLOCK, once)
+    assert parts[once][0] == "LUT" and parts[1 - once][0] == "code_times_128_int16"
+    a, b = Q.binary_grid(q1, q2)
+    x1, x2 = (np.array(args[0], np.int32)[codes.astype(np.int64) + 128] if name == "LUT"
+              else getattr(fp, name)(codes, *args)
+              for codes, (name, args) in zip((a, b), parts))
+    name, whole = Q.binary_call("ADD", prepared, "int8", ELEMENTWISE_BLOCK)
+    assert np.array_equal(getattr(fp, parts[2][0])(x1, x2, *parts[2][1]),
+                          getattr(fp, name)(a.astype(np.int64), b.astype(np.int64), *whole))
 
 
 def test_doubling_high_mul_rounded_int32_equals_the_two_roundings():
