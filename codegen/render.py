@@ -29,9 +29,10 @@ NAME_LIMIT = 24
 LINE_LIMIT = 100
 #: Below this many elements a kernel runs on one thread: waking threads costs more.
 PARALLEL_MIN_ELEMENTS = 1 << 16
-#: Helpers the generated code calls: the op table's, the row-tile copy (schedule.Nest) and
-#: the fixed-point arithmetic of quantized ops (codegen.lower's QCALL).
+#: Helpers the generated code calls: the op table's, the row-tile and aligned copies
+#: (schedule.Nest) and the fixed-point arithmetic of quantized ops (codegen.lower's QCALL).
 KERNEL_HELPERS = {**HELPER_MODULES, "repeated": "codegen.scalar",
+                  "aligned_copy": "codegen.scalar",
                   "lookup_bytes": "codegen.lut",
                   **{name: "codegen.fixedpoint" for name, helper in vars(fixedpoint).items()
                      if getattr(helper, "__module__", None) == fixedpoint.__name__}}
@@ -271,6 +272,7 @@ def nest_blocks(ir: KernelIR, names: dict[int, str], schedule: Schedule, threads
         lines += [*nest_comment(names, nest, number, n),
                   *(f"{rows} = repeated({names[t]}, {nest.tile})"
                     for t, rows in nest_local.rows.items()),
+                  *(f"{names[t]} = aligned_copy({names[t]})" for t in nest.aligned),
                   *(f"{names[op.output]}[:] = {op.spec.init}" for op in nest.ops
                     if op.reduction),
                   *loops,

@@ -3,10 +3,14 @@
 Whether the two loops agree with LiteRT is the equivalence tests' job (tests/test_equivalence.py
 runs every random model with and without inf/NaN inputs); here: what the analysis decides.
 """
+import re
 from dataclasses import replace
+
+import numpy as np
 
 from codegen.ir import KernelIR, Op, Value
 from codegen.render import FastPath, TensorTableLayout, render_kernel
+from codegen.scalar import aligned_copy
 
 LAYOUT = TensorTableLayout(context_tensors_offset=16, tensor_size=112, tensor_data_offset=8)
 SHAPE = (4, 8)
@@ -148,3 +152,16 @@ def test_unrolled_rows_update_misses_once_an_iteration_and_leave_the_rest_to_one
             "256 + i1]), magnitude(h15[(i0 + 2) * 256 + i1]), magnitude(h15[(i0 + 3) * 256 + "
             "i1]))) for i0 in range(8, 10):") in one_line
     assert fast.count("misses = max(") == 2
+
+
+def test_per_channel_constants_out_of_l2_are_read_from_cache_aligned_copies():
+    """[4100, 64], 16 constants: unrolled rows out of L2, each constant copied once per nest to
+    the start of a cache line (a 16-byte-aligned one spans two lines a vector load)."""
+    source, fast = per_channel_chain(4100, 64, 16)
+    lines = fast.splitlines()
+    assert lines[1:3] == ["    c0 = aligned_copy(c0)", "    c1 = aligned_copy(c1)"]
+    assert re.search(r"from codegen.scalar import .*\baligned_copy\b", source)
+    values = np.arange(80, dtype=np.float32)
+    for start in range(16):
+        copy = aligned_copy(values[start:start + 64])
+        assert copy.ctypes.data % 64 == 0 and np.array_equal(copy, values[start:start + 64])
