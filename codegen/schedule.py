@@ -17,7 +17,8 @@ Within a nest, four transformations of the loops fit it to the vector registers 
 - unrolled rows: such a nest, C of any length, with more periodic operands than registers
   computes UNROLL_ROWS rows in each iteration of its inner loop, each load of a periodic
   operand shared by them; out of L2 only short rows (the unrolled rows one stream) are
-  unrolled, and longer ones keep the plain nest, which streams better than row tiles;
+  unrolled, and longer rows of whole vectors keep the plain nest, which streamed better than
+  row tiles (C = 128);
 - row tiles: any other such nest with a short C iterates the M * C elements flat, tile by
   tile, each tile `rows` rows long, with the periodic operands copied `rows` times once per
   invoke, all the copies within half of L1 (see ROW_BLOCK_OPERANDS for why few operands are
@@ -410,7 +411,8 @@ def _loops(ir: KernelIR, domain: tuple[int, ...], ops: tuple[Op, ...], reads: tu
                                       if mask == (True, False))
                 return Nest(domain, ops, loops, reads, writes, stages=(ops,),
                             row_unroll=UNROLL_ROWS, aligned=periodic_rows)
-            return Nest(domain, ops, loops, reads, writes, stages=(ops,))
+            if period % LANES == 0:
+                return Nest(domain, ops, loops, reads, writes, stages=(ops,))
     if _row_tileable(loops):
         rows, period = loops.sizes
         periodic = tuple((t, period) for t, mask in loops.broadcast.items()

@@ -11,6 +11,9 @@ import numpy as np
 from codegen.ir import KernelIR, Op, Value
 from codegen.render import FastPath, TensorTableLayout, render_kernel
 from codegen.scalar import aligned_copy
+from conftest import builtin_interpreter, run, same_bits
+from fusion_delegate import FusionDelegate
+from perf.workloads import Workload, chain16
 
 LAYOUT = TensorTableLayout(context_tensors_offset=16, tensor_size=112, tensor_data_offset=8)
 SHAPE = (4, 8)
@@ -165,3 +168,19 @@ def test_per_channel_constants_out_of_l2_are_read_from_cache_aligned_copies():
     for start in range(16):
         copy = aligned_copy(values[start:start + 64])
         assert copy.ctypes.data % 64 == 0 and np.array_equal(copy, values[start:start + 64])
+
+
+def test_unrolled_rows_out_of_l2_match_litert_bit_for_bit(tmp_path):
+    """chain16 over [4100, 64] (the aligned copies' nest) in LiteRT's builtin kernels and in
+    the delegate, on the fast loop and, with an inf and a NaN in x, on the exact loop."""
+    case = Workload("chain16_c64", chain16, 64).case(4100 * 64)
+    delegate = FusionDelegate(cache_dir=str(tmp_path), min_nodes_per_partition=1,
+                              min_speedup=0.0)
+    ours, oracle = builtin_interpreter(case.model, [delegate]), builtin_interpreter(case.model)
+    assert [c.reason for c in delegate.claims.values()] == [None] * 16
+    x = case.inputs["x"]
+    special = x.copy()
+    special.flat[[5, 70000]] = np.inf, np.nan
+    for inputs in ([x], [special]):
+        (got,), (want,) = run(ours, inputs), run(oracle, inputs)
+        assert same_bits(got, want)
