@@ -243,17 +243,6 @@ def expm1_f32(x):
     return small if np.abs(x) < np.float32(0.35) else exp_f32(x) - ONE
 
 
-@njit(error_model="numpy")
-def repeated(values, length):
-    """`values` repeated to `length` elements (a whole number of periods): the row-tile copy of
-    a periodic operand (codegen.schedule), so the inner loop reads it at the loop's own index."""
-    out = np.empty(length, values.dtype)
-    period = values.shape[0]
-    for start in range(0, length, period):
-        out[start:start + period] = values
-    return out
-
-
 #: Bytes of a cache line, and of one AVX-512 vector.
 CACHE_LINE = 64
 
