@@ -29,9 +29,9 @@ NAME_LIMIT = 24
 LINE_LIMIT = 100
 #: Below this many elements a kernel runs on one thread: waking threads costs more.
 PARALLEL_MIN_ELEMENTS = 1 << 16
-#: Helpers the generated code calls: the op table's, the row-tile copy (schedule.Nest) and
-#: the fixed-point arithmetic of quantized ops (codegen.lower's QCALL).
-KERNEL_HELPERS = {**HELPER_MODULES, "repeated": "codegen.scalar",
+#: Helpers the generated code calls: the op table's, the aligned copies
+#: (schedule.Nest) and the fixed-point arithmetic of quantized ops (codegen.lower's QCALL).
+KERNEL_HELPERS = {**HELPER_MODULES, "aligned_copy": "codegen.scalar",
                   "lookup_bytes": "codegen.lut",
                   **{name: "codegen.fixedpoint" for name, helper in vars(fixedpoint).items()
                      if getattr(helper, "__module__", None) == fixedpoint.__name__}}
@@ -270,12 +270,27 @@ def nest_blocks(ir: KernelIR, names: dict[int, str], schedule: Schedule, threads
             loops = loop_nest(ir, nest, n, names, nest_local, bodies,
                               block_checks(names, nest, fast))
         lines += [*nest_comment(names, nest, number, n),
-                  *(f"{rows} = repeated({names[t]}, {nest.tile})"
-                    for t, rows in nest_local.rows.items()),
+                  *periodic_copies(ir, names, nest, nest_local),
+                  *(f"{names[t]} = aligned_copy({names[t]})" for t in nest.aligned),
                   *(f"{names[op.output]}[:] = {op.spec.init}" for op in nest.ops
                     if op.reduction),
                   *loops,
                   *(line for op in nest.ops if op.reduction for line in finish(ir, names, op))]
+    return lines
+
+
+def periodic_copies(ir: KernelIR, names: dict[int, str], nest: Nest,
+                    local: NestNames) -> list[str]:
+    """Row tiles' copies of the periodic operands, one tile long, each made by a loop over
+    periods of a literal length that LLVM vectorises: numba's slice assignment copied them
+    one element at a time, 0.4-0.5 us an operand a call (docs/chain_performance.md)."""
+    period = dict(nest.periodic)
+    lines = []
+    for t, rows in local.rows.items():
+        lines += [f"{rows} = np.empty({nest.tile}, np.{ir.value(t).dtype})",
+                  f"for start in range(0, {nest.tile}, {period[t]}):",
+                  INDENT + f"for j in range({period[t]}):",
+                  2 * INDENT + f"{rows}[start + j] = {names[t]}[j]"]
     return lines
 
 

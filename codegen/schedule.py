@@ -16,7 +16,9 @@ Within a nest, four transformations of the loops fit it to the vector registers 
   each block's outputs checked by the fast loop in one flat loop after it, while in L1;
 - unrolled rows: such a nest, C of any length, with more periodic operands than registers
   computes UNROLL_ROWS rows in each iteration of its inner loop, each load of a periodic
-  operand shared by them;
+  operand shared by them; out of L2 only short rows (the unrolled rows one stream) are
+  unrolled, and longer rows of whole vectors keep the plain nest, which streamed better than
+  row tiles (C = 128);
 - row tiles: any other such nest with a short C iterates the M * C elements flat, tile by
   tile, each tile `rows` rows long, with the periodic operands copied `rows` times once per
   invoke, all the copies within half of L1 (see ROW_BLOCK_OPERANDS for why few operands are
@@ -77,10 +79,16 @@ ROW_BLOCK_OPERANDS = 8
 #: operands or more that do not fit in registers: each load of a periodic operand then serves
 #: UNROLL_ROWS rows (chain16 at C = 256 is bound by loads, 17 a vector; 1.6x at 64K).
 UNROLL_ROWS = 4
-#: ... in nests of at most this many elements: beyond, the four rows' streams ran at half the
-#: speed of one (chain16, C = 256: 30% of copy bandwidth at 1M, 32% against 61% at 4M), where
-#: at 256K they were 1.26x faster.
+#: ... in nests of at most this many elements, or with the UNROLL_ROWS rows of an iteration
+#: within UNROLL_MAX_SPAN elements (C <= 64), one stream through memory: beyond, C = 128 and 256
+#: ran 1.6-1.8x slower unrolled than in the plain nest at 4M (chain16, C = 256: 30% of copy
+#: bandwidth at 1M, 32% against 61% at 4M), where at 256K they were 1.26x faster; C = 32 and
+#: 64 ran 1.2-1.3x faster unrolled at 4M, ahead of jax.jit and of np.copyto, provided their
+#: periodic operands are read from copies that start on a cache line (`aligned`): in the
+#: model's flatbuffer they are 16-byte aligned, and the vector loads that span two lines made
+#: the nest 2.4x slower at 4M (no difference at 64K).
 UNROLL_MAX_ELEMENTS = 1 << 18
+UNROLL_MAX_SPAN = 256
 
 #: Rows a rows nest takes through its passes together (its `tile` is their elements): the
 #: reductions of a row of 96-200 elements end in horizontal sums, divisions and square roots
@@ -153,6 +161,7 @@ class Nest:
     stages: tuple[tuple[Op, ...], ...] = ()
     row_block: int = 0
     row_unroll: int = 0
+    aligned: tuple[int, ...] = ()       # periodic operands read through cache-aligned copies
     kind: str = "elementwise"           # "table": one byte LUT over a whole tensor; "rows"
     per_row: tuple[tuple[Op, ...], ...] = ()  # rows: the scalar ops before each stage, and last
     lookups: tuple[int, ...] = ()       # outputs of LUTs run as a stage of byte lookups
@@ -397,6 +406,13 @@ def _loops(ir: KernelIR, domain: tuple[int, ...], ops: tuple[Op, ...], reads: tu
             if UNROLL_ROWS <= rows and rows * period <= UNROLL_MAX_ELEMENTS:
                 return Nest(domain, ops, loops, reads, writes, stages=(ops,),
                             row_unroll=UNROLL_ROWS)
+            if UNROLL_ROWS <= rows and UNROLL_ROWS * period <= UNROLL_MAX_SPAN:
+                periodic_rows = tuple(t for t, mask in loops.broadcast.items()
+                                      if mask == (True, False))
+                return Nest(domain, ops, loops, reads, writes, stages=(ops,),
+                            row_unroll=UNROLL_ROWS, aligned=periodic_rows)
+            if period % LANES == 0:
+                return Nest(domain, ops, loops, reads, writes, stages=(ops,))
     if _row_tileable(loops):
         rows, period = loops.sizes
         periodic = tuple((t, period) for t, mask in loops.broadcast.items()

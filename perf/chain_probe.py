@@ -58,7 +58,7 @@ from perf.timing import interleaved  # noqa: E402
 from perf.workloads import CHANNEL_WORKLOADS, WORKLOADS, Workload, chain16  # noqa: E402
 
 CASES = {**WORKLOADS, **CHANNEL_WORKLOADS,
-         **{f"chain16_c{c}": Workload(f"chain16_c{c}", chain16, c) for c in (16, 64)}}
+         **{f"chain16_c{c}": Workload(f"chain16_c{c}", chain16, c) for c in (16, 32, 64, 128)}}
 TENSOR_SIZE, DATA_OFFSET, CONTEXT_TENSORS = 112, 8, 16     # as the generated entry reads them
 ENTRY = ctypes.CFUNCTYPE(ctypes.c_int32, ctypes.c_int64, ctypes.c_int64)
 LIBC = ctypes.CDLL(None, use_errno=True)
@@ -361,7 +361,40 @@ def unroll_rows(source: str, factor: int) -> str:
     return head + "\n".join(out) + sep + exact + tail
 
 
-SOURCE_EDITS = {"nomiss": lambda src, info: no_misses(src),
+def channel_chunks(source: str, rows: int) -> str:
+    """Each two-level nest `for i0 in range(M): for i1 in range(C): ...` of the fast loop runs
+    in blocks of `rows` rows, and within a block one chunk of LANES channels at a time over
+    all of the block's rows: each chunk's per-channel operands are one vector each, loaded once
+    per block into registers (as C = 16's whole rows are), while the block stays in L1."""
+    head, body, tail = _kernel_def(source)
+    fast, sep, exact = body.partition("    if misses")
+    lines = fast.split("\n")
+    out, k = [], 0
+    while k < len(lines):
+        outer = re.match(r"^(    )for i0 in range\((\d+)\):$", lines[k])
+        inner = k + 1 < len(lines) and re.match(r"^        for i1 in range\((\d+)\):$",
+                                                  lines[k + 1])
+        if not (outer and inner):
+            out.append(lines[k])
+            k += 1
+            continue
+        m, c = int(outer.group(2)), int(inner.group(1))
+        k += 2
+        nest = []
+        while k < len(lines) and lines[k].startswith(" " * 12):
+            nest.append(lines[k][12:])
+            k += 1
+        assert m % rows == 0 and c % 16 == 0, (m, c)
+        out += [f"    for b0 in range(0, {m}, {rows}):",
+                f"        for c0 in range(0, {c}, 16):",
+                f"            for i0 in range(b0, b0 + {rows}):",
+                f"                for i1 in range(c0, c0 + 16):",
+                *("                    " + t for t in nest)]
+    return head + "\n".join(out) + sep + exact + tail
+
+
+SOURCE_EDITS = {"chunks": lambda src, info: channel_chunks(src, info["chunks"]),
+                "nomiss": lambda src, info: no_misses(src),
                 "bits": lambda src, info: misses_by_bits(src),
                 "globals": lambda src, info: constants_as_globals(src, info["constants"]),
                 "nt": lambda src, info: nontemporal_stores(src, info["outputs"]),
@@ -560,6 +593,9 @@ def main(argv=None) -> None:
                 context = FakeContext(model_arrays(case, allocator()))
                 methods[label] = context.caller(compiled)
                 methods[label]()
+                if args.memory:
+                    methods[label + "@arena"] = FakeContext(
+                        {**context.arrays, **arena}).caller(compiled)
                 got = context.arrays[out_index]
                 if args.memory:
                     pages = [huge_pages_of(a.ctypes.data, a.nbytes)[0] for a in

@@ -3,10 +3,17 @@
 Whether the two loops agree with LiteRT is the equivalence tests' job (tests/test_equivalence.py
 runs every random model with and without inf/NaN inputs); here: what the analysis decides.
 """
+import re
 from dataclasses import replace
+
+import numpy as np
 
 from codegen.ir import KernelIR, Op, Value
 from codegen.render import FastPath, TensorTableLayout, render_kernel
+from codegen.scalar import aligned_copy
+from conftest import builtin_interpreter, run, same_bits
+from fusion_delegate import FusionDelegate
+from perf.workloads import Workload, chain16
 
 LAYOUT = TensorTableLayout(context_tensors_offset=16, tensor_size=112, tensor_data_offset=8)
 SHAPE = (4, 8)
@@ -148,3 +155,32 @@ def test_unrolled_rows_update_misses_once_an_iteration_and_leave_the_rest_to_one
             "256 + i1]), magnitude(h15[(i0 + 2) * 256 + i1]), magnitude(h15[(i0 + 3) * 256 + "
             "i1]))) for i0 in range(8, 10):") in one_line
     assert fast.count("misses = max(") == 2
+
+
+def test_per_channel_constants_out_of_l2_are_read_from_cache_aligned_copies():
+    """[4100, 64], 16 constants: unrolled rows out of L2, each constant copied once per nest to
+    the start of a cache line (a 16-byte-aligned one spans two lines a vector load)."""
+    source, fast = per_channel_chain(4100, 64, 16)
+    lines = fast.splitlines()
+    assert lines[1:3] == ["    c0 = aligned_copy(c0)", "    c1 = aligned_copy(c1)"]
+    assert re.search(r"from codegen.scalar import .*\baligned_copy\b", source)
+    values = np.arange(80, dtype=np.float32)
+    for start in range(16):
+        copy = aligned_copy(values[start:start + 64])
+        assert copy.ctypes.data % 64 == 0 and np.array_equal(copy, values[start:start + 64])
+
+
+def test_unrolled_rows_out_of_l2_match_litert_bit_for_bit(tmp_path):
+    """chain16 over [4100, 64] (the aligned copies' nest) in LiteRT's builtin kernels and in
+    the delegate, on the fast loop and, with an inf and a NaN in x, on the exact loop."""
+    case = Workload("chain16_c64", chain16, 64).case(4100 * 64)
+    delegate = FusionDelegate(cache_dir=str(tmp_path), min_nodes_per_partition=1,
+                              min_speedup=0.0)
+    ours, oracle = builtin_interpreter(case.model, [delegate]), builtin_interpreter(case.model)
+    assert [c.reason for c in delegate.claims.values()] == [None] * 16
+    x = case.inputs["x"]
+    special = x.copy()
+    special.flat[[5, 70000]] = np.inf, np.nan
+    for inputs in ([x], [special]):
+        (got,), (want,) = run(ours, inputs), run(oracle, inputs)
+        assert same_bits(got, want)

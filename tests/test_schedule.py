@@ -119,9 +119,19 @@ def test_many_constants_beyond_the_registers_are_shared_by_unrolled_rows(channel
 
 def test_fewer_rows_than_unrolled_or_few_constants_or_a_nest_out_of_cache_leave_rows_plain():
     for ir in (chain(UNROLL_ROWS - 1, 256, 16), chain(256, 256, 4),
-               chain(UNROLL_MAX_ELEMENTS // 256 + 1, 256, 16)):
+               chain(UNROLL_MAX_ELEMENTS // 256 + 1, 256, 16),
+               chain(UNROLL_MAX_ELEMENTS // 128 + 1, 128, 16)):
         (nest,) = plan(ir).nests
         assert nest.row_unroll == nest.row_block == nest.tile == 0 and nest.periodic == ()
+
+
+@pytest.mark.parametrize("channels", [32, 64])
+def test_short_rows_out_of_cache_stay_unrolled(channels):
+    """The unrolled rows of C <= 64 are one stream through memory: unrolled at any size, out
+    of L2 from cache-aligned copies of the per-channel constants."""
+    (nest,) = plan(chain(UNROLL_MAX_ELEMENTS // channels + 1, channels, 16)).nests
+    assert nest.row_unroll == UNROLL_ROWS and nest.periodic == ()
+    assert nest.aligned == tuple(range(1, 17))
 
 
 def test_long_rows_and_row_statistics_are_not_row_tiled():
