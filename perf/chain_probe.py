@@ -38,6 +38,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Callable
 
 ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
@@ -297,12 +298,11 @@ def unroll_row_slices(source: str, factor: int) -> str:
     return head + "\n".join(out) + sep + exact + tail
 
 
-def unroll_rows(source: str, factor: int) -> str:
-    """Each two-level nest `for i0 in range(M): for i1 in range(C): ...` of the fast loop
-    computes `factor` rows per inner iteration: the body once per row (i0 + u), every store
-    after every load, so each per-channel operand (indexed by i1 only) is loaded once for
-    `factor` rows (LLVM merges the identical loads, no aliasing question arises). Rows left
-    over run in the plain nest."""
+def _rewrite_fast_nests(source: str,
+                        rewrite: Callable[[int, int, list[str]], list[str]]) -> str:
+    """The kernel with each two-level nest `for i0 in range(M): for i1 in range(C): ...` of
+    its fast loop replaced by `rewrite(M, C, body)` (body: the inner loop's lines, less their
+    12 spaces of indentation); the exact loop after `if misses` is left as it is."""
     head, body, tail = _kernel_def(source)
     fast, sep, exact = body.partition("    if misses")
     lines = fast.split("\n")
@@ -319,8 +319,20 @@ def unroll_rows(source: str, factor: int) -> str:
         k += 2
         nest = []
         while k < len(lines) and lines[k].startswith(" " * 12):
-            nest.append(lines[k].strip())
+            nest.append(lines[k][12:])
             k += 1
+        out += rewrite(m, c, nest)
+    return head + "\n".join(out) + sep + exact + tail
+
+
+def unroll_rows(source: str, factor: int) -> str:
+    """Each two-level nest `for i0 in range(M): for i1 in range(C): ...` of the fast loop
+    computes `factor` rows per inner iteration: the body once per row (i0 + u), every store
+    after every load, so each per-channel operand (indexed by i1 only) is loaded once for
+    `factor` rows (LLVM merges the identical loads, no aliasing question arises). Rows left
+    over run in the plain nest."""
+    def unrolled(m: int, c: int, nest: list[str]) -> list[str]:
+        nest = [line.strip() for line in nest]
         local = {re.match(r"(\w+) = ", line).group(1) for line in nest
                  if re.match(r"\w+ = ", line) and not line.startswith("misses")}
         computed, stores, checks = [], [], []
@@ -351,14 +363,16 @@ def unroll_rows(source: str, factor: int) -> str:
                 [terms[-1]] if len(terms) % 2 else [])
         checks = [f"misses = max(misses, {terms[0]})"] if terms else []
         whole = m - m % factor
-        out += [f"    for i0 in range(0, {whole}, {factor}):", f"        for i1 in range({c}):",
-                *("            " + t for t in computed),
-                *(f"            {target} = {value}" for target, value in stores),
-                *("            " + t for t in checks)]
+        out = [f"    for i0 in range(0, {whole}, {factor}):", f"        for i1 in range({c}):",
+               *("            " + t for t in computed),
+               *(f"            {target} = {value}" for target, value in stores),
+               *("            " + t for t in checks)]
         if whole < m:
             out += [f"    for i0 in range({whole}, {m}):", f"        for i1 in range({c}):",
                     *("            " + t for t in nest)]
-    return head + "\n".join(out) + sep + exact + tail
+        return out
+
+    return _rewrite_fast_nests(source, unrolled)
 
 
 def channel_chunks(source: str, rows: int) -> str:
@@ -366,31 +380,15 @@ def channel_chunks(source: str, rows: int) -> str:
     in blocks of `rows` rows, and within a block one chunk of LANES channels at a time over
     all of the block's rows: each chunk's per-channel operands are one vector each, loaded once
     per block into registers (as C = 16's whole rows are), while the block stays in L1."""
-    head, body, tail = _kernel_def(source)
-    fast, sep, exact = body.partition("    if misses")
-    lines = fast.split("\n")
-    out, k = [], 0
-    while k < len(lines):
-        outer = re.match(r"^(    )for i0 in range\((\d+)\):$", lines[k])
-        inner = k + 1 < len(lines) and re.match(r"^        for i1 in range\((\d+)\):$",
-                                                  lines[k + 1])
-        if not (outer and inner):
-            out.append(lines[k])
-            k += 1
-            continue
-        m, c = int(outer.group(2)), int(inner.group(1))
-        k += 2
-        nest = []
-        while k < len(lines) and lines[k].startswith(" " * 12):
-            nest.append(lines[k][12:])
-            k += 1
+    def chunked(m: int, c: int, nest: list[str]) -> list[str]:
         assert m % rows == 0 and c % 16 == 0, (m, c)
-        out += [f"    for b0 in range(0, {m}, {rows}):",
+        return [f"    for b0 in range(0, {m}, {rows}):",
                 f"        for c0 in range(0, {c}, 16):",
                 f"            for i0 in range(b0, b0 + {rows}):",
                 f"                for i1 in range(c0, c0 + 16):",
                 *("                    " + t for t in nest)]
-    return head + "\n".join(out) + sep + exact + tail
+
+    return _rewrite_fast_nests(source, chunked)
 
 
 SOURCE_EDITS = {"chunks": lambda src, info: channel_chunks(src, info["chunks"]),
