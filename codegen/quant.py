@@ -538,10 +538,10 @@ def binary_parts(op: str, prepared, dtype: str, path: int = REFERENCE,
         if _add_block_stays_in_int16(p, dtype, inputs):
             output = ("add_block_output_in_int16", (p.output_multiplier, p.output_shift,
                                                     p.output_offset, p.act_min, p.act_max))
-            quadrupled = _add_block_quadrupled(inputs, output, dtype)
-            return ((once is not None and _add_block_int16_lanes(quadrupled or (*inputs, output),
-                                                                 dtype, once))
-                    or quadrupled or (*inputs, output))
+            whole = (*inputs, output)
+            expected = _on_all_pairs(whole, dtype)
+            return ((once is not None and _add_block_int16_lanes(output, dtype, once, expected))
+                    or _add_block_quadrupled(inputs, output, dtype, expected) or whole)
         return (*inputs, ("add_block_output", (p.output_multiplier, p.output_shift,
                                                p.output_offset, p.act_min, p.act_max,
                                                *DTYPE_RANGES[dtype])))
@@ -555,14 +555,15 @@ def binary_parts(op: str, prepared, dtype: str, path: int = REFERENCE,
     return (*inputs, ("add_sub_output", (-1 if op == "SUB" else 1, *output)))
 
 
-def _add_block_quadrupled(inputs: tuple, output: Call, dtype: str) -> tuple | None:
+def _add_block_quadrupled(inputs: tuple, output: Call, dtype: str,
+                          expected: np.ndarray) -> tuple | None:
     """The int16 ADD blocks with one input a plain shift (`_plain_shift`: the larger scale's
     input, multiplier 2**30) as `shifted_code_int32`, its offset and the 4 of the output's
     high multiply folded into the other input (`add_block_input_quadrupled`): a per-channel
     operand then carries them, once per channel, and each element costs one shift instead of
     six operations. The tie correction of the rounding is dropped where no input pair meets
-    it. Checked against the three calls it replaces over all input pairs; None if no input
-    is a plain shift."""
+    it. Checked against the three calls it replaces over all input pairs (`expected`, theirs);
+    None if no input is a plain shift."""
     shifts = [_plain_shift(args, dtype) for _, args in inputs]
     if shifts[0] is None and shifts[1] is None:
         return None
@@ -572,7 +573,6 @@ def _add_block_quadrupled(inputs: tuple, output: Call, dtype: str) -> tuple | No
     parts[plain] = ("shifted_code_int32", (shift + 2,))
     parts[1 - plain] = ("add_block_input_quadrupled",
                         (*inputs[1 - plain][1], 4 * (offset << shift)))
-    expected = _on_all_pairs((*inputs, output), dtype)
     for ties_reached in (False, True):
         candidate = (*parts, ("add_block_output_quadrupled", (*output[1], ties_reached)))
         if np.array_equal(_on_all_pairs(candidate, dtype), expected):
@@ -580,17 +580,18 @@ def _add_block_quadrupled(inputs: tuple, output: Call, dtype: str) -> tuple | No
     return None
 
 
-def _add_block_int16_lanes(parts: tuple, dtype: str, once: int) -> tuple | None:
+def _add_block_int16_lanes(output: Call, dtype: str, once: int,
+                           expected: np.ndarray) -> tuple | None:
     """The int8 ADD blocks in int16 lanes (`add_block_output_int16_lanes`): input `once`
     (rescaled once per channel) as a table of its pair (c, d) per code, the other as
     `code_times_128_int16`. The multiplier comes from the output's slope in the other
     input's code; each code's (c, d) from the intervals the exact outputs leave it
-    (`_pair_per_code`). None if no multiplier fits every input pair."""
+    (`_pair_per_code`). `expected`: the int32 parts' outputs on all input pairs, which the
+    result equals. None if no multiplier fits every input pair."""
     if dtype != "int8":
         return None
-    expected = _on_all_pairs(parts, dtype)
     exact = (expected.T if once == 0 else expected).astype(np.int64)  # [q, tabled code]
-    act_min, act_max = parts[2][1][3], parts[2][1][4]
+    act_min, act_max = output[1][3], output[1][4]
     slope = _slope_per_code(exact, act_min, act_max)
     if slope is None:
         return None
