@@ -282,14 +282,18 @@ def nest_blocks(ir: KernelIR, names: dict[int, str], schedule: Schedule, threads
 def periodic_copies(ir: KernelIR, names: dict[int, str], nest: Nest,
                     local: NestNames) -> list[str]:
     """Row tiles' copies of the periodic operands, one tile long, each made by a loop over
-    periods of a literal length that LLVM vectorises: numba's slice assignment copied them
-    one element at a time, 0.4-0.5 us an operand a call (docs/chain_performance.md)."""
+    periods (numba's slice assignment copied them one element at a time, 0.4-0.5 us an
+    operand a call: docs/chain_performance.md). A period of a vector or more is copied by a
+    loop of run-time length, bounded by the period: LLVM unrolls a literal one completely, into
+    scalar copies (0.25 us more a 1024-element tile); a shorter one it unrolls into vectors."""
     period = dict(nest.periodic)
     lines = []
     for t, rows in local.rows.items():
+        length = (f"min({names[t]}.shape[0], {period[t]})" if period[t] >= LANES
+                  else str(period[t]))
         lines += [f"{rows} = np.empty({nest.tile}, np.{ir.value(t).dtype})",
                   f"for start in range(0, {nest.tile}, {period[t]}):",
-                  INDENT + f"for j in range({period[t]}):",
+                  INDENT + f"for j in range({length}):",
                   2 * INDENT + f"{rows}[start + j] = {names[t]}[j]"]
     return lines
 
@@ -323,17 +327,21 @@ def rows_nest(ir: KernelIR, names: dict[int, str], nest: Nest, threads: int, loc
     length = str(cols)
     if whole:
         length = "row_length"
-        lines = ["# The row length as a value known at run time only: LLVM unrolls a short loop of",
-                 "# constant length completely, which leaves it unvectorised.",
-                 f"row_length = {names[whole[0]]}.shape[0] // {rows}"]
+        lines = ["# The row length as a value known at run time only (LLVM unrolls a short loop of",
+                 "# constant length completely, which leaves it unvectorised), and at most the row:",
+                 "# the vectoriser then keeps its main loop no longer than a row (else it runs its",
+                 "# tail loops only on rows shorter than 4 vectors).",
+                 f"row_length = min({names[whole[0]]}.shape[0], {cols})"]
     else:
         lines = []
     padded_length = str(nest.row_stride)
     if nest.padded and whole:
         padded_length = "padded_length"
         lines += ["# A pass over row buffers only runs on past the row's end to a whole number of",
-                  f"# vectors of {LANES}: the buffers hold there what its reductions ignore.",
-                  f"padded_length = (row_length + {LANES - 1}) // {LANES} * {LANES}"]
+                  f"# vectors of {LANES}: the buffers hold there what its reductions ignore. Not",
+                  "# bounded: the vectoriser would interleave softmax's exp pass less.",
+                  f"padded_length = ({names[whole[0]]}.shape[0] // {rows} + {LANES - 1}) // {LANES}"
+                  f" * {LANES}"]
     in_step = row_names(ir, names, nest, local, fast)
     per_step = len(in_step)
     steps = -(-rows // per_step)
@@ -341,11 +349,13 @@ def rows_nest(ir: KernelIR, names: dict[int, str], nest: Nest, threads: int, loc
     if steps * per_step > rows:
         lines.append(f"# With {rows} rows, the last step has row {rows - 1} more than once.")
     if threads > 1:
+        # The lengths inside each part, so that LLVM sees their bound there as it does in the
+        # one-thread kernel: it then sums a row in the same order, and so to the same bits.
         part = -(-steps // threads)
-        lines += [f"for part in prange({threads}):",
-                  *(INDENT + line for line in tile_allocations(ir, nest, local)),
-                  f"{INDENT}for {step} in range(part * {part}, min(part * {part} + {part}, "
-                  f"{steps})):"]
+        lines = [f"for part in prange({threads}):",
+                 *(INDENT + line for line in [*lines, *tile_allocations(ir, nest, local)]),
+                 f"{INDENT}for {step} in range(part * {part}, min(part * {part} + {part}, "
+                 f"{steps})):"]
         depth = 2
     else:
         lines, depth = [*lines, f"for {step} in range({steps}):"], 1

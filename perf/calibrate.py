@@ -63,7 +63,7 @@ from fusion_delegate.worth import (  # noqa: E402
     APPROXIMATED_OPS, DEFAULT_PATH, FORMAT, QUANTIZED_OPS, CostModel, broadcast_run)
 from perf.suite import cpu_info, size_name, versions  # noqa: E402
 from perf.timing import MIN_ROUNDS, batch_size, no_gc, per_call  # noqa: E402
-from perf.workloads import CHANNEL_WORKLOADS, WORKLOADS  # noqa: E402
+from perf.workloads import CHANNEL_WORKLOADS, NORM_WORKLOADS, WORKLOADS  # noqa: E402
 
 SIZES = (32, 1 << 12, 1 << 16, 1 << 20, 1 << 22)   # elements; the inner ones are the breaks
 FUSED_SIZE = 1 << 16
@@ -74,9 +74,11 @@ BATCH_SECONDS = 2e-4        # short against the scheduler's slice: most batches 
 GROUP_SECONDS = 0.3         # timing budget per op, size and pass
 CHECK_SIZES = (1 << 10, 1 << 16, 1 << 20)
 CHECK_SECONDS = 2.0
-#: The perf workloads, and per-channel ones with short channels (the broadcast factor's cases).
+#: The perf workloads, per-channel ones with short channels (the broadcast factor's cases) and
+#: softmax over rows of 128 (priced by its proxies, worth.PROXIES).
 CHECK_WORKLOADS = {**WORKLOADS, **{name: CHANNEL_WORKLOADS[name] for name in (
-    "bias_relu6_scale_c8", "bias_relu6_scale_c16", "bias_relu6_scale_c32", "se_gate_c16")}}
+    "bias_relu6_scale_c8", "bias_relu6_scale_c16", "bias_relu6_scale_c32", "se_gate_c16")},
+    "softmax_c128": NORM_WORKLOADS["softmax_c128"]}
 CHANNELS = 256
 BROADCAST_OP = "ADD"
 BROADCAST_RUNS = (8, 16, 32, 64, 128)

@@ -254,10 +254,11 @@ CHANNEL_WORKLOADS: dict[str, Workload] = {w.name: w for w in (
     *(Workload(f"chain16_c{c}", chain16, c) for c in (16, 64)))}
 
 #: Normalizations at the sizes of ViT-S/16 ([197, 192] tokens), BERT-tiny ([128, 128]) and a
-#: ConvNeXt stage ([3136, 96] pixels); softmax over attention rows of 197 and 128 (sizes:
-#: rows * channels, e.g. 197 * 192 = 37824, `suite.py --sizes 37824`).
+#: ConvNeXt stage ([3136, 96] pixels), and over the short rows of the corpus's ConvNeXt
+#: ([1024, 24], [256, 48]); softmax over attention rows of 197 and 128 (sizes: rows * channels,
+#: e.g. 197 * 192 = 37824, `suite.py --sizes 37824`).
 NORM_WORKLOADS: dict[str, Workload] = {w.name: w for w in (
-    *(Workload(f"layernorm_c{c}", layernorm, c) for c in (192, 128, 96)),
+    *(Workload(f"layernorm_c{c}", layernorm, c) for c in (192, 128, 96, 48, 24)),
     *(Workload(f"softmax_c{c}", softmax, c) for c in (197, 128)))}
 
 #: The invoke-overhead workload, run on a tiny tensor; not part of the size sweep.

@@ -157,6 +157,16 @@ def test_unrolled_rows_update_misses_once_an_iteration_and_leave_the_rest_to_one
     assert fast.count("misses = max(") == 2
 
 
+def test_row_tile_copies_loop_over_a_bounded_period_of_a_vector_or_more():
+    """Row tiles (4 constants): a period of 32 is copied by a loop of run-time length bounded
+    by it (a literal one LLVM unrolls into scalar stores); a period of 8, shorter than a
+    vector, by a literal loop, which LLVM unrolls into one vector."""
+    for channels, loop in ((32, "for j in range(min(c0.shape[0], 32)):"),
+                           (8, "for j in range(8):")):
+        source, fast = per_channel_chain(256, channels, 4)
+        assert "c0_rows = np.empty(" in fast and loop in fast, channels
+
+
 def test_per_channel_constants_out_of_l2_are_read_from_cache_aligned_copies():
     """[4100, 64], 16 constants: unrolled rows out of L2, each constant copied once per nest to
     the start of a cache line (a 16-byte-aligned one spans two lines a vector load)."""
