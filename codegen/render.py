@@ -279,17 +279,25 @@ def nest_blocks(ir: KernelIR, names: dict[int, str], schedule: Schedule, threads
     return lines
 
 
+def bounded_length(array: str, bound: int) -> str:
+    """A loop length of `bound` that LLVM knows at run time only, and knows to be at most
+    `bound` (`array` holds at least that many elements). A literal length it unrolls completely
+    when short, into scalar code; an unknown one it vectorises with a main loop of 4 vectors,
+    which a shorter loop never enters (docs/chain_performance.md, "Short loops")."""
+    return f"min({array}.shape[0], {bound})"
+
+
 def periodic_copies(ir: KernelIR, names: dict[int, str], nest: Nest,
                     local: NestNames) -> list[str]:
     """Row tiles' copies of the periodic operands, one tile long, each made by a loop over
     periods (numba's slice assignment copied them one element at a time, 0.4-0.5 us an
     operand a call: docs/chain_performance.md). A period of a vector or more is copied by a
-    loop of run-time length, bounded by the period: LLVM unrolls a literal one completely, into
-    scalar copies (0.25 us more a 1024-element tile); a shorter one it unrolls into vectors."""
+    loop of bounded_length (a literal one became scalar copies, 0.25 us more a 1024-element
+    tile); a shorter one LLVM unrolls into vectors."""
     period = dict(nest.periodic)
     lines = []
     for t, rows in local.rows.items():
-        length = (f"min({names[t]}.shape[0], {period[t]})" if period[t] >= LANES
+        length = (bounded_length(names[t], period[t]) if period[t] >= LANES
                   else str(period[t]))
         lines += [f"{rows} = np.empty({nest.tile}, np.{ir.value(t).dtype})",
                   f"for start in range(0, {nest.tile}, {period[t]}):",
@@ -326,12 +334,12 @@ def rows_nest(ir: KernelIR, names: dict[int, str], nest: Nest, threads: int, loc
     whole = [t for t in local.slices if nest.loops.broadcast[t] == (False, False)]
     length = str(cols)
     if whole:
-        length = "row_length"
-        lines = ["# The row length as a value known at run time only (LLVM unrolls a short loop of",
-                 "# constant length completely, which leaves it unvectorised), and at most the row:",
-                 "# the vectoriser then keeps its main loop no longer than a row (else it runs its",
-                 "# tail loops only on rows shorter than 4 vectors).",
-                 f"row_length = min({names[whole[0]]}.shape[0], {cols})"]
+        length, tensor = "row_length", names[whole[0]]
+        lines = ["# The row length as a value known at run time only, and at most the row:",
+                 "# LLVM unrolls a short loop of literal length completely (scalar code), and",
+                 "# vectorises one of unknown length with a main loop of 4 vectors, which a",
+                 "# shorter row never enters.",
+                 f"row_length = {bounded_length(tensor, cols)}"]
     else:
         lines = []
     padded_length = str(nest.row_stride)
@@ -340,7 +348,7 @@ def rows_nest(ir: KernelIR, names: dict[int, str], nest: Nest, threads: int, loc
         lines += ["# A pass over row buffers only runs on past the row's end to a whole number of",
                   f"# vectors of {LANES}: the buffers hold there what its reductions ignore. Not",
                   "# bounded: the vectoriser would interleave softmax's exp pass less.",
-                  f"padded_length = ({names[whole[0]]}.shape[0] // {rows} + {LANES - 1}) // {LANES}"
+                  f"padded_length = ({tensor}.shape[0] // {rows} + {LANES - 1}) // {LANES}"
                   f" * {LANES}"]
     in_step = row_names(ir, names, nest, local, fast)
     per_step = len(in_step)
