@@ -34,6 +34,7 @@ Sources: gemmlowp `fixedpoint/fixedpoint.h`; LiteRT `tflite/kernels/internal/com
 from __future__ import annotations
 
 import numpy as np
+from numba import types
 from numba.extending import overload, register_jitable
 
 INT32_MIN = -(1 << 31)
@@ -140,6 +141,49 @@ def multiply_by_quantized_multiplier_4rows(x, multiplier, shift):
     return rounding_shift_right(
         saturating_rounding_doubling_high_mul(shift_left_or_floor_right(x, left), multiplier),
         right)
+
+
+@_jitable
+def saturating_multiply_by_pot(x, exponent):
+    """gemmlowp SaturatingRoundingMultiplyByPOT<exponent> for exponent > 0: x * 2**exponent,
+    saturated to int32."""
+    threshold = (1 << (31 - exponent)) - 1
+    return select(x > threshold, INT32_MAX, select(x < -threshold, INT32_MIN, x << exponent))
+
+
+@_jitable
+def inv_sqrt_quantized_multiplier_exp(value):
+    """GetInvSqrtQuantizedMultiplierExp(value, kReverseShift = -1) (common.h): the multiplier and
+    shift (<= 0) of 1 / sqrt(value), by Newton-Raphson in gemmlowp fixed point (3 integer
+    bits), five iterations. Scalar only (it loops over the value's bits): Prepare-time tables
+    (RSQRT) call it from Python, kernels once per row (int8 L2_NORMALIZATION)."""
+    if value <= 1:
+        return INT32_MAX, 0
+    shift = 11
+    while value >= (1 << 29):
+        value = value >> 2
+        shift += 1
+    bits, rest = 0, value
+    while rest > 0:
+        rest = rest >> 1
+        bits += 1
+    left_shift_bit_pairs = (31 - bits) // 2 - 1
+    shift -= left_shift_bit_pairs
+    value = value << (2 * left_shift_bit_pairs)
+    half_input = rounding_divide_by_pot(value >> 1, 1)
+    half_three = (1 << 28) + (1 << 27)
+    x = 1 << 28
+    for _ in range(5):
+        x3 = saturating_multiply_by_pot(saturating_rounding_doubling_high_mul(
+            saturating_rounding_doubling_high_mul(x, x), x), 6)
+        x = saturating_multiply_by_pot(wrap_int32(
+            saturating_rounding_doubling_high_mul(half_three, x)
+            - saturating_rounding_doubling_high_mul(half_input, x3)), 3)
+    x = saturating_rounding_doubling_high_mul(x, 1518500250)
+    if shift < 0:
+        x = wrap_int32(x << -shift)
+        shift = 0
+    return int(x), -shift
 
 
 # ---------------------------------------------------------------------------- int32 lanes
@@ -591,3 +635,111 @@ def dequantize_per_channel(q, scale, zero_point):
     """reference_ops::PerChannelDequantize: static_cast<float>(scale * (q - zero_point)),
     a float32 product."""
     return np.float32(scale) * np.float32(q - zero_point)
+
+
+# ---------------------------------------------------------------------------- reductions
+# From the exact sum of a reduction's codes to its output code (codegen.quant, "reductions").
+
+@_jitable
+def mean_output(total, offset, multiplier, shift, output_zero_point, qmin, qmax):
+    """reference_ops::QuantizedMeanOrSum's mean: MultiplyByQuantizedMultiplier(sum - zp_in * n)
+    with the multiplier already divided by n (offset = zp_in * n), + zp_out, clamped."""
+    return saturate(multiply_by_quantized_multiplier(total - offset, multiplier, shift)
+                    + output_zero_point, qmin, qmax)
+
+
+@_jitable
+def hw_mean_output(total, multiplier, shift, bias, qmin, qmax):
+    """optimized_integer_ops::Mean's scalar tail: MultiplyByQuantizedMultiplier(sum) + bias,
+    clamped (the zero points are in the bias; its vector blocks round alike where claimed)."""
+    return saturate(multiply_by_quantized_multiplier(total, multiplier, shift) + bias, qmin, qmax)
+
+
+@_jitable
+def sum_output(total, scale, bias, output_zero_point, qmin, qmax):
+    """optimized_ops::QuantizedMeanOrSum's sum: std::round(float(sum) * scale + bias) in
+    float32, cast to int32, + zp_out, clamped."""
+    v = np.float32(total) * np.float32(scale) + np.float32(bias)
+    return saturate(float_to_int32(round_half_away(v)) + output_zero_point, qmin, qmax)
+
+
+# ---------------------------------------------------------------------------- softmax
+# optimized_ops::Softmax<In, Out> (int8 -> int8, uint8 -> uint8): after the row's exps from its
+# table, one float32 inverse per row and one rounding per element (codegen.quant, "softmax").
+
+@_jitable
+def softmax_inverse(total, output_scale):
+    """1.0f / (sum_exp * params.scale), in float32."""
+    return np.float32(1.0) / (np.float32(total) * np.float32(output_scale))
+
+
+@_jitable
+def softmax_output(e, inverse, zero_point, qmin, qmax):
+    """QuantizeSoftmaxOutput<int8_t>: (int32_t)std::round(e * inverse) + zero_point, clamped."""
+    v = round_half_away(np.float32(e) * np.float32(inverse))
+    return saturate(wrap_int32(float_to_int32(v) + zero_point), qmin, qmax)
+
+
+@_jitable
+def softmax_output_uint8(e, inverse, qmin, qmax):
+    """QuantizeSoftmaxOutput<uint8_t> on x86: (int32_t)(e * inverse + 0.5f), no zero point,
+    clamped."""
+    return saturate(float_to_int32(np.float32(e) * np.float32(inverse) + np.float32(0.5)),
+                    qmin, qmax)
+
+
+_logf = types.ExternalFunction("logf", types.float32(types.float32))
+
+
+@_jitable
+def log_softmax_offset(total, largest, input_scale, output_scale):
+    """optimized_ops::LogSoftmax's `precomputed`: (S_in * max + std::log(sum_exp)) / S_out in
+    float32, with glibc's logf (kernels only: numpy's log differs in the last bit)."""
+    return ((np.float32(input_scale) * np.float32(largest) + _logf(np.float32(total)))
+            / np.float32(output_scale))
+
+
+@_jitable
+def log_softmax_output(q, offset, scale, zero_point, qmin, qmax):
+    """optimized_ops::LogSoftmax's output: std::rint(scale * q - offset) + zero_point (ties to
+    even), clamped; scale = S_in / S_out in float32."""
+    v = np.rint(np.float32(scale) * np.float32(q) - np.float32(offset))
+    return saturate(float_to_int32(v) + zero_point, qmin, qmax)
+
+
+# ---------------------------------------------------------------------------- L2 normalization
+# int8: reference_integer_ops::L2Normalization; uint8: optimized_ops::L2Normalization<uint8_t>.
+# Per row, the exact sum of (q - zp)**2 and its GetInvSqrtQuantizedMultiplierExp; per element,
+# the code rescaled by it to the output's fixed 1/128 scale.
+
+@_jitable
+def centred_square(q, zero_point):
+    """(q - zp)**2, the terms of a row's squared L2 norm (exact in int32 for 8-bit codes)."""
+    return (q - zero_point) * (q - zero_point)
+
+
+@_jitable
+def inv_sqrt_multiplier(total):
+    """The multiplier of inv_sqrt_quantized_multiplier_exp(total), once per row."""
+    return inv_sqrt_quantized_multiplier_exp(total)[0]
+
+
+@_jitable
+def inv_sqrt_shift(total):
+    """The shift of inv_sqrt_quantized_multiplier_exp(total), once per row."""
+    return inv_sqrt_quantized_multiplier_exp(total)[1]
+
+
+@_jitable
+def l2_norm_output(q, multiplier, shift, zero_point):
+    """int8: MultiplyByQuantizedMultiplier(q - zp, multiplier, shift + 7), clamped to int8."""
+    return saturate(multiply_by_quantized_multiplier(q - zero_point, multiplier, shift + 7),
+                    -128, 127)
+
+
+@_jitable
+def l2_norm_output_uint8(q, multiplier, shift, zero_point):
+    """uint8: 128 + MultiplyByQuantizedMultiplierSmallerThanOneExp(128 * (q - zp), multiplier,
+    shift), clamped to uint8."""
+    return saturate(128 + multiply_by_quantized_multiplier_smaller_than_one(
+        128 * (q - zero_point), multiplier, shift), 0, 255)

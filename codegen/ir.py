@@ -51,6 +51,12 @@ class Op:
         return self.op in REDUCTIONS
 
     @property
+    def init(self) -> str:
+        """A reduction's starting value: its spec's, or its own (QMAX, QMIN: the code range's
+        end, by dtype)."""
+        return str(dict(self.params).get("init", self.spec.init))
+
+    @property
     def sources(self) -> tuple[tuple[int, str], ...]:
         """(node, op) of the TFLite nodes this op computes: itself, or those a kernel op was
         made of."""

@@ -12,6 +12,8 @@ partition's IR becomes one of two kernel ops (codegen.ops.KERNEL_OPS):
   QCALLs, one per input into an int32 value of that input's shape (a tensor of the kernel's
   own, with a negative id) and one from both to the output, so the schedule rescales a
   per-channel or one-value operand in a nest of its own shape, not once per element.
+An int8/uint8 reduction (MEAN, SUM, REDUCE_MAX, REDUCE_MIN) becomes QSUM (QMAX, QMIN), the
+exact sum (extreme) of its codes, and for MEAN and SUM a QCALL from each sum to its output code.
 Several of LiteRT's x86 kernels round their vector blocks and their scalar tail differently
 (see codegen/quant.py). A kernel here computes one path per op: the one LiteRT takes for every
 element at these shapes, or any path when all agree for these parameters; otherwise the op
@@ -26,19 +28,51 @@ from dataclasses import replace
 import numpy as np
 
 from . import quant
-from .ir import IRError, KernelIR, Op, Value
+from .ir import IRError, KernelIR, Op, Value, reduced_shape
 from .ops import KERNEL_OPS
 
 
 def lower(ir: KernelIR) -> KernelIR:
-    """The IR with its quantized ops as LUT and QCALL ops, LUT chains composed."""
+    """The IR with its quantized ops as LUT, ROW_LUT and QCALL ops and integer reductions, LUT
+    chains composed."""
     ops = [lowered for op in ir.ops for lowered in _lower(ir, op)]
-    known = {v.tensor for v in ir.values}
-    rescaled = tuple(Value(op.output, f"{ir.value(op.inputs[0]).name}_rescaled",
-                           ir.value(op.inputs[0]).shape, dtype="int32")
-                     for op in ops if op.output not in known)
-    ir = replace(ir, values=ir.values + rescaled)
+    values = {v.tensor: v for v in ir.values}
+    for op in ops:
+        if op.output not in values:
+            values[op.output] = _kernel_value(values[op.inputs[0]], op)
+    ir = replace(ir, values=tuple(values.values()))
     return replace(ir, ops=tuple(_compose(ir, ops)))
+
+
+def _own(ir: KernelIR, op: Op, count: int) -> tuple[int, ...]:
+    """Ids for `count` (up to 4) tensors of the kernel's own computing parts of the node `op`:
+    negative, so never a model's."""
+    position = ir.ops.index(op)
+    return tuple(-4 * position - k for k in range(1, count + 1))
+
+
+def _kernel_value(source: Value, op: Op) -> Value:
+    """The value a kernel op computes for part of a node, a tensor of the kernel's own: an input
+    rescaled (int32, of its shape), a reduction's result (of the reduced shape: the sum or
+    largest of codes in int32, softmax's sum of exps in float32), softmax's exps and each row's
+    inverse sum (float32). `source`: its first operand."""
+    shape = source.shape
+    if op.reduction:
+        params = dict(op.params)
+        shape = reduced_shape(source.shape, params["axes"], params["keep_dims"])
+        label, dtype = {"QSUM": ("sum", "int32"), "QMAX": ("max", "int32"),
+                        "SUM": ("sum", "float32")}[op.op]
+    elif op.op == "ROW_LUT":
+        label, dtype = "exp", "float32"
+    elif dict(op.params).get("call") in ("softmax_inverse", "log_softmax_offset"):
+        label, dtype = "per_row", "float32"
+    elif dict(op.params).get("call") in ("inv_sqrt_multiplier", "inv_sqrt_shift"):
+        label, dtype = dict(op.params)["call"].removeprefix("inv_sqrt_"), "int32"
+    elif dict(op.params).get("call") == "centred_square":
+        label, dtype = "square", "int32"
+    else:
+        label, dtype = "rescaled", "int32"
+    return Value(op.output, f"{source.name}_{label}", shape, dtype=dtype)
 
 
 def _lower(ir: KernelIR, op: Op) -> list[Op]:
@@ -53,6 +87,12 @@ def _lower(ir: KernelIR, op: Op) -> list[Op]:
         call, args = quant.unary_call("QUANTIZE", None, out.quant, path)
         return [Op(op.node, "QCALL", op.inputs, op.output,
                    (("call", call), ("args", args), *source))]
+    if op.reduction:
+        return _reduction(ir, op, operands[0], out)
+    if op.op in ("SOFTMAX", "LOG_SOFTMAX"):
+        return _softmax(ir, op, operands[0], out)
+    if op.op == "L2_NORMALIZATION":
+        return _l2_normalization(ir, op, operands[0], out)
     if len(operands) == 1:
         lookup = quant.unary_lookup(op.op, operands[0].quant,
                                     out.quant if out.quantized else None, params)
@@ -78,12 +118,85 @@ def _lower(ir: KernelIR, op: Op) -> list[Op]:
     return [Op(op.node, "QCALL", op.inputs, op.output, (("call", call), ("args", args), *source))]
 
 
+def _reduction(ir: KernelIR, op: Op, x: Value, out: Value) -> list[Op]:
+    """An int8/uint8 reduction as the exact QSUM (QMAX, QMIN) of its codes and, for MEAN and
+    SUM, a QCALL from each sum (a tensor of the kernel's own) to its output code. The QSUM computes the node (its source): it costs what the node costs."""
+    params = dict(op.params)
+    where = (op.op, x.quant, out.quant, x.shape, params["axes"], params["keep_dims"])
+    reason = quant.reduction_unsupported(*where)
+    if reason:
+        raise IRError(f"node {op.node} ({op.op}): {reason}")
+    kept = tuple((key, value) for key, value in op.params if key in ("axes", "keep_dims"))
+    source = ("source", ((op.node, op.op),))
+    if op.op in ("REDUCE_MAX", "REDUCE_MIN"):
+        kind, init = ("QMAX", x.quant.qmin) if op.op == "REDUCE_MAX" else ("QMIN", x.quant.qmax)
+        return [Op(op.node, kind, op.inputs, op.output, (*kept, ("init", init), source))]
+    call, args = quant.reduction_output(*where)
+    (total,) = _own(ir, op, 1)
+    return [Op(op.node, "QSUM", op.inputs, total, (*kept, source)),
+            Op(op.node, "QCALL", (total,), op.output,
+               (("call", call), ("args", args), ("source", ())))]
+
+
+def _softmax(ir: KernelIR, op: Op, x: Value, out: Value) -> list[Op]:
+    """An int8/uint8 SOFTMAX or LOG_SOFTMAX as optimized_ops computes it (codegen.quant,
+    "softmax"): each row's largest code (QMAX), the exps from a table at the row's offset
+    (ROW_LUT), their sum in order (SUM, float32); then SOFTMAX's inverse of each row's sum and
+    the rounding of each exp times it, or LOG_SOFTMAX's offset of each row (its max and log
+    sum) and the rounding of each code's scaled value less it."""
+    params = dict(op.params)
+    beta = params.get("beta", 1.0)
+    reason = quant.row_op_unsupported(op.op, x.quant, out.quant, x.shape[-1], beta)
+    if reason:
+        raise IRError(f"node {op.node} ({op.op}): {reason}")
+    largest, exps, total, per_row = _own(ir, op, 4)
+    row = (("axes", (len(x.shape) - 1,)), ("keep_dims", True))
+    table = tuple(quant.softmax_table(x.quant, beta).tolist())
+    ops = [Op(op.node, "QMAX", op.inputs, largest,
+              (*row, ("init", x.quant.qmin), ("source", ((op.node, op.op),)))),
+           Op(op.node, "ROW_LUT", (x.tensor, largest), exps, (("table", table), ("source", ()))),
+           Op(op.node, "SUM", (exps,), total, (*row, ("source", ())))]
+    if op.op == "SOFTMAX":
+        call, args = quant.softmax_output(out.quant)
+        return [*ops, Op(op.node, "QCALL", (total,), per_row,
+                         (("call", "softmax_inverse"), ("args", (out.quant.scale,)),
+                          ("source", ()))),
+                Op(op.node, "QCALL", (exps, per_row), op.output,
+                   (("call", call), ("args", args), ("source", ())))]
+    call, args = quant.log_softmax_output(x.quant, out.quant)
+    return [*ops, Op(op.node, "QCALL", (total, largest), per_row,
+                     (("call", "log_softmax_offset"),
+                      ("args", (x.quant.scale, out.quant.scale)), ("source", ()))),
+            Op(op.node, "QCALL", (x.tensor, per_row), op.output,
+               (("call", call), ("args", args), ("source", ())))]
+
+
+def _l2_normalization(ir: KernelIR, op: Op, x: Value, out: Value) -> list[Op]:
+    """An int8/uint8 L2_NORMALIZATION (codegen.quant): each row's exact sum of centred squares
+    (QSUM), the inverse square root's multiplier and shift of it per row, and each code
+    rescaled by them."""
+    reason = quant.row_op_unsupported(op.op, x.quant, out.quant, x.shape[-1])
+    if reason:
+        raise IRError(f"node {op.node} ({op.op}): {reason}")
+    squares, total, multiplier, shift = _own(ir, op, 4)
+    zero = (("args", (x.quant.zero_point,)),)
+    row = (("axes", (len(x.shape) - 1,)), ("keep_dims", True))
+    return [Op(op.node, "QCALL", op.inputs, squares,
+               (("call", "centred_square"), *zero, ("source", ()))),
+            Op(op.node, "QSUM", (squares,), total, (*row, ("source", ((op.node, op.op),)))),
+            Op(op.node, "QCALL", (total,), multiplier,
+               (("call", "inv_sqrt_multiplier"), ("args", ()), ("source", ()))),
+            Op(op.node, "QCALL", (total,), shift,
+               (("call", "inv_sqrt_shift"), ("args", ()), ("source", ()))),
+            Op(op.node, "QCALL", (x.tensor, multiplier, shift), op.output,
+               (("call", quant.l2_norm_output(x.quant)), *zero, ("source", ())))]
+
+
 def _rescaled_apart(ir: KernelIR, op: Op, parts: tuple, source: tuple) -> list[Op]:
-    """A binary op as a QCALL rescaling each input into an int32 value (tensor ids -1, -2,
-    ... two per op of the IR) and one from both to the output. The input QCALLs compute
-    no node on their own (no source): the node is the output's."""
-    position = ir.ops.index(op)
-    rescaled = (-2 * position - 1, -2 * position - 2)
+    """A binary op as a QCALL rescaling each input into an int32 value (tensors of the
+    kernel's own) and one from both to the output. The input QCALLs compute no node on their
+    own (no source): the node is the output's."""
+    rescaled = _own(ir, op, 2)
     inputs = [Op(op.node, "LUT", (t,), r, (("table", args[0]), ("source", ()))) if call == "LUT"
               else Op(op.node, "QCALL", (t,), r, (("call", call), ("args", args), ("source", ())))
               for t, r, (call, args) in zip(op.inputs, rescaled, parts)]

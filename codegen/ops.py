@@ -280,11 +280,13 @@ APPROX_CHAINS: dict[str, ChainSpec] = {chain.name: chain for chain in (
 
 # Ops the kernel computes that are not TFLite ops (code -1). codegen.lower makes of quantized
 # nodes LUT, a 256-entry table indexed by an int8/uint8 operand (every unary op and chain of
-# them), and QCALL, a codegen.fixedpoint helper over its operands (binary int8 ops, QUANTIZE
+# them), ROW_LUT, one indexed by an operand's offset from its row's value, and QCALL, a codegen.fixedpoint helper over its operands (binary int8 ops, QUANTIZE
 # from float), any arity; codegen.chains makes SWISH, MISH of APPROX_CHAINS under
 # precision="fast", with the root op's fused activation.
 KERNEL_OPS: dict[str, OpSpec] = {spec.name: spec for spec in (
     OpSpec("LUT", -1, 1, "", lambda a, b, p: None, dtypes=("int8", "uint8")),
+    # A 256-entry table indexed by a code minus its row's code (a, b): int8 SOFTMAX's exps.
+    OpSpec("ROW_LUT", -1, 2, "", lambda a, b, p: None, dtypes=("int8", "uint8")),
     OpSpec("QCALL", -1, 0, "", lambda a, b, p: None, dtypes=("float32", "int8", "uint8")),
     *(OpSpec(chain.name.upper(), -1, 1, chain.expr.replace("{x}", "{a}"),
              chain.reference, chain.tolerance, fused_activation=True, cost=chain.cost,
@@ -335,6 +337,14 @@ REDUCTIONS: dict[str, ReductionSpec] = {spec.name: spec for spec in (
                   combine="{acc} + {a}", row_combine="add_reassoc({acc}, {a})"),
     ReductionSpec("ROW_MAX", -1, 1, "", lambda a, b, p: None, init="-INF",
                   combine="maximum({acc}, {a})", row_combine="max_reassoc({acc}, {a})"),
+    # int8/uint8 reductions (codegen.lower): the exact sum or extreme of the codes, in any
+    # order; QMAX and QMIN start at the code range's end (their op's `init` param).
+    ReductionSpec("QSUM", -1, 1, "", lambda a, b, p: None, init="0", combine="{acc} + {a}",
+                  dtypes=("int8", "uint8")),
+    ReductionSpec("QMAX", -1, 1, "", lambda a, b, p: None, combine="max({acc}, {a})",
+                  dtypes=("int8", "uint8")),
+    ReductionSpec("QMIN", -1, 1, "", lambda a, b, p: None, combine="min({acc}, {a})",
+                  dtypes=("int8", "uint8")),
 )}
 
 # Elementwise kernel ops the composite ops are lowered to (codegen.reduce.expand): without the

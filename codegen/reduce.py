@@ -69,8 +69,8 @@ def max_eps(x, epsilon):
 
 
 def expand(ir: KernelIR) -> KernelIR:
-    """The IR with SOFTMAX, LOG_SOFTMAX and L2_NORMALIZATION as reductions and elementwise
-    ops over the last axis. New intermediates get tensor ids past the model's and names after
+    """The IR with its float SOFTMAX, LOG_SOFTMAX and L2_NORMALIZATION as reductions and
+    elementwise ops over the last axis (codegen.lower lowers the int8/uint8 ones). New intermediates get tensor ids past the model's and names after
     the op's output; every op keeps the node's name as its source."""
     if not any(op.op in COMPOSITES for op in ir.ops):
         return ir
@@ -78,7 +78,7 @@ def expand(ir: KernelIR) -> KernelIR:
     next_id = max(values) + 1
     ops: list[Op] = []
     for op in ir.ops:
-        if op.op not in COMPOSITES:
+        if op.op not in COMPOSITES or values[op.output].quantized:
             ops.append(op)
             continue
         x, out = values[op.inputs[0]], values[op.output]
@@ -132,7 +132,7 @@ def padding_of(ops: tuple[Op, ...], buffers: set[int]) -> dict[int, str] | None:
             continue
         operand, exp = op.inputs[0], made.get(op.inputs[0])
         if operand in buffers:
-            fill = {operand: op.spec.init}
+            fill = {operand: op.init}
         elif (op.op == "ROW_SUM" and exp is not None and exp.op == "SCALED_EXP"
               and dict(exp.params)["beta"] > 0 and exp.inputs[0] in buffers
               and exp.inputs[1] not in buffers):

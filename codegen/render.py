@@ -117,15 +117,17 @@ def header(ir: KernelIR, names: dict[int, str], schedule: Schedule) -> list[str]
         out = ir.value(op.output)
         typed = describe(out) if out.quantized or any(
             ir.value(t).quantized for t in op.inputs) else ""
+        result = " ".join(filter(None, (names[op.output], annotation(op.output, typed))))
         lines.append(f"#   node {op.node:<4} {op_title(op):<18} {', '.join(operands)}{params} "
-                     f"-> {names[op.output]} {annotation(op.output, typed)}")
+                     f"-> {result}")
     return lines
 
 
 def annotation(tensor: int, text: str) -> str:
     """`(t5, text)`: the model tensor's id (none for a value of the kernel's own, whose id is
-    negative) and `text`."""
-    return "(" + ", ".join(part for part in (f"t{tensor}" * (tensor >= 0), text) if part) + ")"
+    negative) and `text`; empty without either."""
+    parts = [part for part in (f"t{tensor}" * (tensor >= 0), text) if part]
+    return f"({', '.join(parts)})" if parts else ""
 
 
 def op_title(op: Op) -> str:
@@ -272,7 +274,7 @@ def nest_blocks(ir: KernelIR, names: dict[int, str], schedule: Schedule, threads
         lines += [*nest_comment(names, nest, number, n),
                   *periodic_copies(ir, names, nest, nest_local),
                   *(f"{names[t]} = aligned_copy({names[t]})" for t in nest.aligned),
-                  *(f"{names[op.output]}[:] = {op.spec.init}" for op in nest.ops
+                  *(f"{names[op.output]}[:] = {op.init}" for op in nest.ops
                     if op.reduction),
                   *loops,
                   *(line for op in nest.ops if op.reduction for line in finish(ir, names, op))]
@@ -330,43 +332,17 @@ def rows_nest(ir: KernelIR, names: dict[int, str], nest: Nest, threads: int, loc
     are sliced to the row. The rows of a step go through each pass together, each under its
     own names (`mean_a`, `mean_b`): their reductions are independent, so one row's horizontal
     sums, divisions and square roots overlap with the other's loads and adds."""
+    if nest.row_block:
+        return blocked_rows_nest(ir, names, nest, threads, local, fast)
     rows, cols = nest.loops.sizes
-    whole = [t for t in local.slices if nest.loops.broadcast[t] == (False, False)]
-    length = str(cols)
-    if whole:
-        length, tensor = "row_length", names[whole[0]]
-        lines = ["# The row length as a value known at run time only, and at most the row:",
-                 "# LLVM unrolls a short loop of literal length completely (scalar code), and",
-                 "# vectorises one of unknown length with a main loop of 4 vectors, which a",
-                 "# shorter row never enters.",
-                 f"row_length = {bounded_length(tensor, cols)}"]
-    else:
-        lines = []
-    padded_length = str(nest.row_stride)
-    if nest.padded and whole:
-        padded_length = "padded_length"
-        lines += ["# A pass over row buffers only runs on past the row's end to a whole number of",
-                  f"# vectors of {LANES}: the buffers hold there what its reductions ignore. Not",
-                  "# bounded: the vectoriser would interleave softmax's exp pass less.",
-                  f"padded_length = ({tensor}.shape[0] // {rows} + {LANES - 1}) // {LANES}"
-                  f" * {LANES}"]
+    lines, length, padded_length = row_lengths(names, nest, local)
     in_step = row_names(ir, names, nest, local, fast)
     per_step = len(in_step)
     steps = -(-rows // per_step)
     step = "i0" if per_step == 1 else fresh_name("step", kernel_names(names, local))
     if steps * per_step > rows:
         lines.append(f"# With {rows} rows, the last step has row {rows - 1} more than once.")
-    if threads > 1:
-        # The lengths inside each part, so that LLVM sees their bound there as it does in the
-        # one-thread kernel: it then sums a row in the same order, and so to the same bits.
-        part = -(-steps // threads)
-        lines = [f"for part in prange({threads}):",
-                 *(INDENT + line for line in [*lines, *tile_allocations(ir, nest, local)]),
-                 f"{INDENT}for {step} in range(part * {part}, min(part * {part} + {part}, "
-                 f"{steps})):"]
-        depth = 2
-    else:
-        lines, depth = [*lines, f"for {step} in range({steps}):"], 1
+    lines, depth = step_loop(ir, nest, local, lines, step, steps, threads)
     width = LINE_LIMIT - len(INDENT) * (depth + 1)
     body = []
     for k, row in enumerate(in_step if per_step > 1 else ()):
@@ -402,7 +378,7 @@ def rows_nest(ir: KernelIR, names: dict[int, str], nest: Nest, threads: int, loc
         if checked:
             body += ["# 0 * v is NaN for an inf or NaN v, else 0: the sum of them over a row, "
                      "NaN if any.", *(f"{row.checks} = np.float32(0.0)" for row in in_step)]
-        body += [f"{accumulator(row.names, row.local, op)} = {op.spec.init}"
+        body += [f"{accumulator(row.names, row.local, op)} = {op.init}"
                  for row in in_step for op in reductions]
         body.append(f"for i1 in range({padded_length if padded else length}):")
         for row, row_exprs in zip(in_step, exprs):
@@ -424,6 +400,138 @@ def rows_nest(ir: KernelIR, names: dict[int, str], nest: Nest, threads: int, loc
     return lines + [INDENT * depth + line for line in body]
 
 
+def step_loop(ir: KernelIR, nest: Nest, local: NestNames, setup: list[str], step: str,
+              steps: int, threads: int) -> tuple[list[str], int]:
+    """A rows nest's loop over its steps after `setup` (its lengths and arrays), split over
+    `threads` parts, and the depth of the loop's body. Each part has its own setup and row
+    buffers: there LLVM sees the lengths' bound as in the one-thread kernel, so it sums a row
+    in the same order, and so to the same bits."""
+    if threads == 1:
+        return [*setup, f"for {step} in range({steps}):"], 1
+    part = -(-steps // threads)
+    return [f"for part in prange({threads}):",
+            *(INDENT + line for line in [*setup, *tile_allocations(ir, nest, local)]),
+            f"{INDENT}for {step} in range(part * {part}, min(part * {part} + {part}, "
+            f"{steps})):"], 2
+
+
+def row_lengths(names: dict[int, str], nest: Nest, local: NestNames) -> tuple[list[str], str,
+                                                                             str]:
+    """The lines computing a rows nest's row lengths, and the length of a pass over the row
+    and of one over it and past its end (schedule._padded_stages)."""
+    rows, cols = nest.loops.sizes
+    whole = [t for t in local.slices if nest.loops.broadcast[t] == (False, False)]
+    if not whole:
+        return [], str(cols), str(nest.row_stride)
+    tensor = names[whole[0]]
+    lines = ["# The row length as a value known at run time only, and at most the row:",
+             "# LLVM unrolls a short loop of literal length completely (scalar code), and",
+             "# vectorises one of unknown length with a main loop of 4 vectors, which a",
+             "# shorter row never enters.",
+             f"row_length = {bounded_length(tensor, cols)}"]
+    if not nest.padded:
+        return lines, "row_length", str(nest.row_stride)
+    return [*lines,
+            "# A pass over row buffers only runs on past the row's end to a whole number of",
+            f"# vectors of {LANES}: the buffers hold there what its reductions ignore. Not",
+            "# bounded: the vectoriser would interleave softmax's exp pass less.",
+            f"padded_length = ({tensor}.shape[0] // {rows} + {LANES - 1}) // {LANES}"
+            f" * {LANES}"], "row_length", "padded_length"
+
+
+def blocked_rows_nest(ir: KernelIR, names: dict[int, str], nest: Nest, threads: int,
+                      local: NestNames, fast: FastPath | None) -> list[str]:
+    """A rows nest over blocks of `nest.row_block` rows: each pass runs over the block's rows
+    one after another, and the per-row ops between passes in one loop over the block, which
+    LLVM vectorises across rows (an int8 LayerNorm over 1024 rows of 24: 42 us with its
+    fixed-point per-row ops two rows a step, 36 us in blocks). The per-row values read outside
+    their loop are arrays of the block's rows (`mean_rows[r]`); a pass accumulates each row
+    in a scalar."""
+    rows, cols = nest.loops.sizes
+    block = nest.row_block
+    steps = -(-rows // block)
+    lines, length, padded_length = row_lengths(names, nest, local)
+    taken = kernel_names(names, local)
+    step, r = fresh_name("step", taken), fresh_name("r", taken)
+    # A per-row value read outside the loop that computes it is an array of the block's rows.
+    made_in = {op.output: k for k, ops in enumerate(nest.per_row) for op in ops}
+    read_elsewhere = {t for k, ops in enumerate((*nest.per_row, *nest.stages)) for op in ops
+                      for t in op.inputs if t in made_in and made_in[t] != k}
+    reduced = {op.output for op in nest.ops if op.reduction}
+    arrays = {t: fresh_name(f"{names[t]}_rows", taken)
+              for t in sorted(read_elsewhere | reduced) if t not in nest.writes}
+    stride = nest.row_stride
+    row_local = NestNames({t: fresh_name(f"{n}_r", taken) for t, n in local.stages.items()},
+                          local.rows, local.slices,
+                          {**{t: names[t] for t in arrays if t in reduced}, **local.accumulators},
+                          local.unrolled)
+    checks = fresh_name("checks", taken) if fast is not None and fast.checked else ""
+    row = RowNames("i0", {**names, **{t: f"{a}[{r}]" for t, a in arrays.items()}}, row_local,
+                   checks, names)
+    lines += [f"{a} = np.empty({block}, np.{ir.value(t).dtype})" for t, a in arrays.items()]
+    block_length = bounded_length(next(iter(arrays.values())), block) if arrays else str(block)
+    lines, depth = step_loop(ir, nest, local, lines, step, steps, threads)
+    width = LINE_LIMIT - len(INDENT) * (depth + 2)
+    first_row = [f"i0 = min({step} * {block} + {r}, {rows - 1})"]
+    literals = {v.tensor: value_literal(v) for v in ir.values if v.literal is not None}
+    exprs = {**literals, **{t: row_element(row.names, nest, row.local, t, "i0")
+                            for t in nest.reads}}
+    exprs.update({t: f"{a}[{r}]" for t, a in arrays.items()})
+    memory = {*nest.reads, *nest.writes}
+    body = []
+    for number, ops in enumerate(nest.per_row):
+        if ops:
+            touched = {t for op in ops for t in (*op.inputs, op.output)}
+            body += [f"# The per-row ops over the block's rows: {op_names(ops)}",
+                     f"for {r} in range({block_length}):",
+                     *(INDENT + line for line in [*(first_row if touched & memory else []),
+                                                  *statements(ir, nest, row, fast, ops, exprs,
+                                                              width)])]
+        if number == len(nest.stages) or not nest.stages[number]:
+            continue
+        stage = nest.stages[number]
+        reductions = [op for op in stage if op.reduction]
+        padded = number in nest.padded
+        checked = fast is not None and any(op.output in fast.checked for op in stage)
+        inner = [*first_row]
+        touched = {t for op in stage for t in (*op.inputs, op.output)}
+        for t, name in local.slices.items():
+            if t not in touched:
+                continue
+            base = row_index(nest, t, "i0", inner=False)
+            inner.append(f"{name} = {names[t]}[:{cols}]" if nest.loops.broadcast[t][0]
+                         else f"{name} = {names[t]}[{base}:{base} + {cols}]")
+        inner += [f"{row_local.stages[t]} = {name}[{r} * {stride}:{r} * {stride} + {stride}]"
+                  for t, name in local.stages.items() if t in touched]
+        if checked:
+            inner.append(f"{checks} = np.float32(0.0)")
+        inner += [f"{accumulator(row.names, row.local, op)} = {op.init}" for op in reductions]
+        inner.append(f"for i1 in range({padded_length if padded else length}):")
+        inner += [INDENT + line for line in statements(
+            ir, nest, row, fast, stage, exprs, width - len(INDENT), checks)]
+        for op in reductions:
+            acc = accumulator(row.names, row.local, op)
+            if op.spec.finish != "{acc}":
+                inner.append(f"{acc} = " + op.spec.finish.format(acc=acc,
+                                                                 n=reduced_count(ir, op)))
+            target = (row_element(row.names, nest, row.local, op.output, "i0")
+                      if op.output in nest.writes else f"{arrays[op.output]}[{r}]")
+            inner.append(f"{target} = {acc}")
+            exprs[op.output] = target
+        if checked:
+            inner.append(f"misses = max(misses, magnitude({checks}))")
+        body += [f"# Pass {number + 1} over each row of the block"
+                 f"{' and past its end' if padded else ''}: {op_names(stage)}",
+                 f"for {r} in range({block}):", *(INDENT + line for line in inner)]
+    return lines + [INDENT * depth + line for line in body]
+
+
+def op_names(ops: tuple[Op, ...]) -> str:
+    """The TFLite ops a group of kernel ops computes, once each: `MEAN, DEQUANTIZE, NEG`."""
+    return ", ".join(dict.fromkeys(name for op in ops for name in op.source_ops)
+                     or dict.fromkeys(op.op for op in ops))
+
+
 #: Rows of a rows nest a step goes through together (schedule._rows_nest sets the step).
 ROW_SUFFIXES = ("_a", "_b", "_c", "_d")
 
@@ -431,11 +539,13 @@ ROW_SUFFIXES = ("_a", "_b", "_c", "_d")
 @dataclass(frozen=True)
 class RowNames:
     """What one row of a rows nest step is called: its index variable, the names of the values
-    the nest computes for it and of its slices and row buffers, and its inf/NaN check."""
+    the nest computes for it and of its slices and row buffers, and its inf/NaN check; its
+    LUTs' tables are the kernel's, named after `kernel`, the names before renaming."""
     row: str
     names: dict
     local: NestNames
     checks: str
+    kernel: dict
 
 
 def row_names(ir: KernelIR, names: dict[int, str], nest: Nest, local: NestNames,
@@ -459,7 +569,7 @@ def row_names(ir: KernelIR, names: dict[int, str], nest: Nest, local: NestNames,
         row_names_ = {**names, **{t: rename(names[t]) for t in sorted(computed)}}
         checks = fresh_name("checks" + suffix, taken) if fast is not None and fast.checked \
             else ""
-        result.append(RowNames(rename("i0"), row_names_, row_local, checks))
+        result.append(RowNames(rename("i0"), row_names_, row_local, checks, names))
     return result
 
 
@@ -526,7 +636,8 @@ def statements(ir: KernelIR, nest: Nest, row: RowNames, fast: FastPath | None,
             target = row_element(names, nest, local, op.output, row.row)
         elif op.output in local.stages:
             target = f"{local.stages[op.output]}[i1]"
-        lines += assignment(target, op_expression(ir, names, op, args, bool(fast)), width)
+        lines += assignment(target, op_expression(ir, names, op, args, bool(fast), row.kernel),
+                            width)
         if fast and op.node in fast.guarded:
             misses.append(f"miss_if({op.spec.guard.format(a=args[0])})")
         if fast and op.output in fast.checked:
@@ -547,7 +658,9 @@ def nest_comment(names: dict[int, str], nest: Nest, number: int, threads: int) -
     elif nest.kind == "rows":
         rows, cols = nest.loops.sizes
         per_step = nest.tile // cols
-        how = (f" as {rows} rows of {cols}, {per_step} row{'s' if per_step > 1 else ''} a step: "
+        how = (f" as {rows} rows of {cols} in blocks of {nest.row_block}: a pass over each row "
+               "per phase, the per-row ops over the block's rows at once" if nest.row_block else
+               f" as {rows} rows of {cols}, {per_step} row{'s' if per_step > 1 else ''} a step: "
                "one pass over the step's rows per phase, the per-row values in registers")
     elif nest.row_tiled:
         period = nest.periodic[0][1]
@@ -889,13 +1002,16 @@ def element(names: dict[int, str], nest: Nest, local: NestNames, tensor: int,
 
 
 def op_expression(ir: KernelIR, names: dict[int, str], op: Op, args: list[str],
-                  fast: bool) -> str:
-    """The op over its operands' expressions: a table lookup, a fixed-point helper call, or
+                  fast: bool, kernel: dict[int, str] | None = None) -> str:
+    """The op over its operands' expressions: a table lookup (in the table named after
+    `kernel`, the kernel's names, where `names` are a row's), a fixed-point helper call, or
     the op table's template."""
     params = dict(op.params)
     if op.op == "LUT":
         offset = -DTYPE_MIN[ir.value(op.inputs[0]).dtype]
-        return f"{table_name(names, op)}[{args[0]}{f' + {offset}' if offset else ''}]"
+        return f"{table_name(kernel or names, op)}[{args[0]}{f' + {offset}' if offset else ''}]"
+    if op.op == "ROW_LUT":            # the code's offset from its row's: table[q - m + 255]
+        return f"{table_name(kernel or names, op)}[{args[0]} - {args[1]} + 255]"
     if op.op == "QCALL":              # constants by name: add_block(a, b, input1_offset=-3, ...)
         call = params["call"]
         keywords = ([] if call.startswith("np.") else
@@ -921,7 +1037,7 @@ def tables(ir: KernelIR, names: dict[int, str], schedule: Schedule) -> list[str]
                for t in ((nest.ops[0].output,) if nest.kind == "table" else nest.lookups)}
     lines = []
     for op in ir.ops:
-        if op.op != "LUT":
+        if op.op not in ("LUT", "ROW_LUT"):
             continue
         dtype = ir.value(op.output).dtype
         table = np.array(dict(op.params)["table"], dtype)

@@ -36,7 +36,9 @@ loop over rows (two a step, ROWS_PER_STEP), in it one pass over the row's C elem
 stays in L1, so the input is read from memory once; values one pass computes for a later one
 go through a row buffer (the stage buffers of a tile of one row). A pass that reads and writes
 row buffers only (softmax's exp after its scale) runs on past the row's end to whole vectors,
-over padding its reductions take in as their identity. Threads split the rows, never a reduction.
+over padding its reductions take in as their identity. Where the per-row ops are fixed-point
+calls (int8), the rows go through the passes one by one in blocks of FIXED_POINT_ROW_BLOCK and
+the per-row ops run once per block, across its rows. Threads split the rows, never a reduction.
 Any other reduction (H,W of NHWC) is an ordinary nest over its input's domain accumulating
 into a buffer of its output's size, in the input's order, on one thread.
 
@@ -97,6 +99,10 @@ UNROLL_MAX_SPAN = 256
 #: with a transcendental op (softmax's exp) keeps the core busy with one row, and ran slower
 #: with two: it takes one row a step.
 ROWS_PER_STEP = 2
+#: Rows of a block of a rows nest with fixed-point per-row ops (int8 LayerNorm): its passes run
+#: row by row, its per-row ops once per block, vectorised across the block's rows (16 lanes,
+#: interleaved 4 times: the vectoriser's main loop).
+FIXED_POINT_ROW_BLOCK = 64
 
 
 @dataclass(frozen=True)
@@ -339,11 +345,13 @@ def _rows_nest(ir: KernelIR, phases: dict[int, int]) -> Nest | None:
         row_part, col_part = parts(t)
         broadcast[t] = (math.prod(row_part) == 1, math.prod(col_part) == 1)
     transcendental = any(op.spec.cost >= TRANSCENDENTAL_COST for op in full_ops)
-    tile = sizes[1] * (1 if transcendental else min(ROWS_PER_STEP, sizes[0]))
+    fixed_point = any(op.op in ("LUT", "QCALL") for op in row_ops)
+    block = min(FIXED_POINT_ROW_BLOCK, sizes[0]) if fixed_point else 0
+    tile = sizes[1] * (block or (1 if transcendental else min(ROWS_PER_STEP, sizes[0])))
     padded, padding = (_padded_stages(stage_ops, {*reads, *writes}) if sizes[1] % LANES
                        else ((), {}))
     return Nest(rows + cols, ops, LoopNest(sizes, broadcast), reads, writes, tile=tile,
-                stages=stage_ops, kind="rows", per_row=per_row, padded=padded,
+                stages=stage_ops, kind="rows", per_row=per_row, padded=padded, row_block=block,
                 padding=tuple(sorted(padding.items())))
 
 

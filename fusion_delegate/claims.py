@@ -79,16 +79,20 @@ def unsupported_reason(context: Context, node: NodeInfo) -> str | None:
 
 def reduction_reason(context: Context, node: NodeInfo,
                      tensors: list[TensorInfo]) -> str | None:
-    """None if the float32 reduction or row op is reproduced: a constant axis tensor (MEAN, SUM,
-    REDUCE_MAX, REDUCE_MIN), an output of the shape it implies, no fused activation."""
+    """None if the reduction or row op is reproduced: float32, or int8/uint8 bit for bit
+    (codegen.quant: MEAN, SUM, REDUCE_MAX, REDUCE_MIN, SOFTMAX, LOG_SOFTMAX,
+    L2_NORMALIZATION); a constant axis tensor (MEAN, SUM, REDUCE_MAX, REDUCE_MIN), an output
+    of the shape it implies, no fused activation."""
     name = op_name(node)
     arity = 2 if node.builtin_code in REDUCTION_CODES else 1
     if len(node.inputs) != arity or len(node.outputs) != 1 or any(t < 0 for t in node.inputs):
         return f"{len(node.inputs)} inputs / {len(node.outputs)} outputs, expected {arity} / 1"
     x, out = tensors[0], tensors[-1]
-    reason = operands_reason(name, [x, out], ("float32",))
+    reason = operands_reason(name, [x, out], ("float32", *quant.REDUCTION_DTYPES.get(name, ())))
     if reason:
         return reason
+    if x.type_name != out.type_name:
+        return f"mixed dtypes {x.type_name.lower()}/{out.type_name.lower()} not supported"
     if name in REDUCTION_PARAMS and not node.builtin_data:
         return "builtin params missing"
     if arity == 2:
@@ -112,6 +116,25 @@ def reduction_reason(context: Context, node: NodeInfo,
     if tuple(out.shape) != expected or 0 in x.shape:
         return (f"output shape {list(out.shape)} for input {list(x.shape)}, "
                 f"expected {list(expected)}")
+    if qparams(x) is None:
+        return None
+    if name in quant.ROW_OP_OUTPUTS:
+        beta = abi.TfLiteSoftmaxParams.from_address(node.builtin_data).beta \
+            if name == "SOFTMAX" else 1.0
+        return quant.row_op_unsupported(name, qparams(x), qparams(out), x.shape[-1], beta)
+    return quant.reduction_unsupported(name, qparams(x), qparams(out), x.shape, axes,
+                                       bool(keep_dims))
+
+
+def default_path_reason(context: Context, node: NodeInfo) -> str | None:
+    """Why a node the kernel reproduces is still left to LiteRT's default path unless every
+    buildable partition is wanted (min_speedup=0): XNNPACK runs int8/uint8 reductions at
+    memory speed, and an int8 LayerNorm fused whole was no faster than its two partitions
+    with XNNPACK's MEANs between them (docs/quantized_semantics.md, "MEAN (40)")."""
+    x = context.tensor(node.inputs[0])
+    if node.builtin_code in REDUCTION_CODES and qparams(x) is not None:
+        return (f"{x.type_name.lower()} {op_name(node)} left to XNNPACK, faster than fused "
+                f"(claimed with min_speedup=0)")
     return None
 
 

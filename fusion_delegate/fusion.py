@@ -23,8 +23,8 @@ from codegen.render import TensorTableLayout, render_kernel
 from codegen.schedule import plan
 
 from . import abi
-from .claims import (FusedNode, fused_node, integer_exponent, op_name, qparams,
-                     reduction_axes, unsupported_reason)
+from .claims import (FusedNode, default_path_reason, fused_node, integer_exponent, op_name,
+                     qparams, reduction_axes, unsupported_reason)
 from .context import Context, NodeInfo, Partition
 from .errors import KernelBuildError, KernelCompileError
 from .options import FusionOptions
@@ -122,6 +122,8 @@ class FusionDelegate(SimpleDelegate):
             reason = "excluded by the exclude_nodes option"
         else:
             reason = unsupported_reason(context, node)
+            if reason is None and self.options.min_speedup > 0:
+                reason = default_path_reason(context, node)
         self.graph.claims[node.index] = NodeClaim(node.index, op_name(node), reason)
         return reason is None
 

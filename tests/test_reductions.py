@@ -12,6 +12,7 @@ import pytest
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
+from codegen import quant
 from codegen.ir import KernelIR, Op, Value
 from codegen.ops import KERNEL_OPS, OPS
 from codegen.reduce import expand
@@ -20,7 +21,7 @@ from codegen.schedule import plan
 from conftest import builtin_interpreter, run, same_bits
 from equivalence import SPECIALS, Graph, error_bounds, mismatches, oracle_tensors, ulp32
 from fusion_delegate import FusionDelegate
-from fusion_delegate.model import ModelBuilder
+from fusion_delegate.model import ModelBuilder, Quantization
 
 NONE = {"fused_activation_function": 0}
 LAYOUT = TensorTableLayout(context_tensors_offset=16, tensor_size=112, tensor_data_offset=8)
@@ -474,3 +475,150 @@ def test_random_reduction_models_match_builtin_kernels_within_their_tolerance(gr
                 f"(bound {np.broadcast_to(bounds[t], got.shape)[tuple(bad[0])]!r})\n"
                 f"ops: {graph.ops}\n" + "\n".join(k.kernel.source
                                                    for k in delegate.kernels.values()))
+
+
+# ------------------------------------------------------------------ int8 / uint8 reductions
+
+def qp(scale: float, zero_point: int) -> Quantization:
+    return Quantization.per_tensor(scale, zero_point)
+
+
+@st.composite
+def quantized_reductions(draw):
+    """x (int8 or uint8) -> MEAN, SUM, REDUCE_MAX or REDUCE_MIN over random axes, keep_dims or
+    not (4-D over H, W included: LiteRT's optimized mean), -> HARD_SWISH of the result (a
+    LUT reading it in the same kernel)."""
+    dtype = draw(st.sampled_from([np.int8, np.uint8]))
+    low = -128 if dtype == np.int8 else 0
+    rank = draw(st.integers(1, 4))
+    shape = tuple(draw(st.sampled_from([1, 2, 3, 7, 24, 33])) for _ in range(rank))
+    name = draw(st.sampled_from(REDUCE))
+    if rank == 4 and draw(st.booleans()):
+        axes, keep = (1, 2), True
+    else:
+        axes = tuple(sorted(draw(st.sets(st.integers(0, rank - 1), min_size=1))))
+        keep = draw(st.booleans())
+    count = math.prod(shape[a] for a in axes)
+    scale = draw(st.sampled_from([0.003, 0.02, 0.1]))
+    zero = draw(st.integers(low, low + 255))
+    out_scale = scale * draw(st.sampled_from([0.05, 0.3, 1.0, 2.5])) * (
+        count if name == "SUM" else 1)
+    out = (scale, zero) if name.startswith("REDUCE") else (out_scale,
+                                                          draw(st.integers(low, low + 255)))
+    b = ModelBuilder("quantized_reductions")
+    x = b.input("x", shape, dtype, qp(scale, zero))
+    out_shape = tuple(1 if d in axes else n for d, n in enumerate(shape) if keep or d not in axes)
+    r = b.op(name, [x, b.const("axes", np.array(axes, np.int32))], {"keep_dims": keep},
+             shape=out_shape, quantization=qp(*out))
+    b.output(r, b.op("HARD_SWISH", [r], quantization=qp(0.05, low + 10)))
+    return b.to_bytes(), shape, dtype, (name, dtype.__name__, qp(scale, zero), qp(*out),
+                                        shape, axes, keep)
+
+
+@SETTINGS
+@given(case=quantized_reductions(), seed=st.integers(0, 2**32 - 1))
+def test_random_quantized_reductions_match_builtin_kernels_bit_for_bit(case, seed, cache_dir):
+    """Claimed wherever codegen.quant says the kernel reproduces LiteRT's (with
+    min_speedup=0), and then equal to the builtin kernels on 1 and 2 threads."""
+    model, shape, dtype, (name, dtype_name, q_in, q_out, shape, axes, keep) = case
+    expected = quant.reduction_unsupported(
+        name, quant.QParams(float(q_in.scale[0]), int(q_in.zero_point[0]), dtype_name),
+        quant.QParams(float(q_out.scale[0]), int(q_out.zero_point[0]), dtype_name), shape, axes, keep)
+    rng = np.random.default_rng(seed)
+    for threads in (1, 2):
+        delegate = FusionDelegate(cache_dir=cache_dir, min_speedup=0.0, num_threads=threads,
+                                  min_nodes_per_partition=1)
+        interpreter = builtin_interpreter(model, [delegate], num_threads=threads)
+        assert delegate.claims[0].reason == expected
+        low, high = np.iinfo(dtype).min, np.iinfo(dtype).max
+        for x in (rng.integers(low, high + 1, shape), np.full(shape, low), np.full(shape, high)):
+            x = x.astype(dtype)
+            for got, want in zip(run(interpreter, [x]),
+                                 run(builtin_interpreter(model, num_threads=threads), [x])):
+                np.testing.assert_array_equal(got, want)
+
+
+def int8_layernorm(shape: tuple[int, ...]) -> bytes:
+    """An int8 LayerNorm as the TF converter writes it (the corpus ConvNeXt's)."""
+    b = ModelBuilder()
+    stats = tuple(shape[:-1]) + (1,)
+    x = b.input("x", shape, np.int8, qp(0.01, -2))
+    axis = b.const("axis", np.array([-1], np.int32))
+    mean = b.op("MEAN", [x, axis], {"keep_dims": True}, shape=stats, quantization=qp(0.0016, 2))
+    negated = b.op("QUANTIZE", [b.op("NEG", [b.op("DEQUANTIZE", [mean], dtype=np.float32)])],
+                   dtype=np.int8, quantization=qp(0.0016, -3))
+    square = b.op("SQUARED_DIFFERENCE", [x, mean], quantization=qp(0.0064, -128))
+    var = b.op("MEAN", [square, axis], {"keep_dims": True}, shape=stats,
+               quantization=qp(0.00077, -128))
+    eps = b.const("eps", np.array(-43, np.int8), qp(5.9e-9, -43))
+    inv = b.op("RSQRT", [b.op("ADD", [var, eps], NONE, quantization=qp(0.00077, -128))],
+               quantization=qp(0.031, -128))
+    gamma = b.const("gamma", np.arange(shape[-1], dtype=np.int8), qp(0.0039, -128))
+    scale = b.op("MUL", [inv, gamma], NONE, quantization=qp(0.031, -128))
+    shift = b.op("MUL", [negated, scale], NONE, quantization=qp(0.007, 8))
+    b.output(b.op("ADD", [b.op("MUL", [x, scale], NONE, quantization=qp(0.03, 1)), shift],
+                  NONE, quantization=qp(0.028, 2)))
+    return b.to_bytes()
+
+
+@pytest.mark.parametrize("shape", [(1, 96, 24), (1, 64, 64), (1, 5, 192)])
+def test_int8_layernorm_is_one_kernel_in_row_blocks_bit_exact(cache_dir, rng, shape):
+    """Its per-row fixed-point ops run over blocks of rows (FIXED_POINT_ROW_BLOCK), the passes
+    row by row; equal to the builtin kernels on 1 and 2 threads, the last block partial."""
+    model = int8_layernorm(shape)
+    x = rng.integers(-128, 128, shape).astype(np.int8)
+    want, = run(builtin_interpreter(model), [x])
+    for threads in (1, 2):
+        interpreter, source = one_kernel(model, cache_dir, threads)
+        assert f"rows of {shape[-1]} in blocks of {min(64, shape[1])}" in source
+        assert "# The per-row ops over the block's rows: DEQUANTIZE, NEG, QUANTIZE" in source
+        got, = run(interpreter, [x])
+        np.testing.assert_array_equal(got, want)
+
+
+def test_int8_reductions_are_left_to_xnnpack_by_default(cache_dir):
+    delegate = FusionDelegate(cache_dir=cache_dir)
+    builtin_interpreter(int8_layernorm((1, 64, 64)), [delegate])
+    assert delegate.claims[0].reason == \
+        "int8 MEAN left to XNNPACK, faster than fused (claimed with min_speedup=0)"
+
+
+#: The output quantization each quantized row op's Prepare requires, by dtype.
+ROW_OUTPUTS = {"SOFTMAX": {np.int8: (1 / 256, -128), np.uint8: (1 / 256, 0)},
+               "LOG_SOFTMAX": {np.int8: (16 / 256, 127), np.uint8: (16 / 256, 255)},
+               "L2_NORMALIZATION": {np.int8: (1 / 128, 0), np.uint8: (1 / 128, 128)}}
+ROW_OPTIONS = {"SOFTMAX": {"beta": 0.5}, "L2_NORMALIZATION": NONE}
+
+
+@pytest.mark.parametrize("op", sorted(ROW_OUTPUTS))
+@pytest.mark.parametrize("dtype", [np.int8, np.uint8])
+@pytest.mark.parametrize("shape", [(1, 12), (2, 65, 65), (3, 1), (4, 197)])
+def test_quantized_row_ops_match_builtin_kernels_bit_for_bit(cache_dir, rng, op, dtype, shape):
+    """A scale (MUL by a constant), then the row op, as converters write attention: one kernel
+    (softmax: LiteRT's float table and ordered sum), equal on 1 and 2 threads, on random codes,
+    on rows all at the lowest code and all at the input's zero point (L2: a zero norm)."""
+    low = np.iinfo(dtype).min
+    b = ModelBuilder()
+    x = b.input("x", shape, dtype, qp(0.04, low + 100))
+    scaled = b.op("MUL", [x, b.const("scale", np.array(low + 200, dtype), qp(0.001, low))],
+                  NONE, quantization=qp(0.03, low + 120))
+    b.output(b.op(op, [scaled], ROW_OPTIONS.get(op), quantization=qp(*ROW_OUTPUTS[op][dtype])))
+    model = b.to_bytes()
+    for threads in (1, 2):
+        interpreter, _ = one_kernel(model, cache_dir, threads)
+        for x in (rng.integers(low, low + 256, shape), np.full(shape, low),
+                  np.full(shape, low + 100)):
+            x = x.astype(dtype)
+            np.testing.assert_array_equal(run(interpreter, [x])[0],
+                                          run(builtin_interpreter(model), [x])[0])
+
+
+def test_int8_softmax_with_an_output_prepare_rejects_is_not_claimed(cache_dir):
+    b = ModelBuilder()
+    x = b.input("x", (2, 8), np.int8, qp(0.04, 0))
+    b.output(b.op("SOFTMAX", [x], {"beta": 1.0}, quantization=qp(1 / 256, 0)))
+    delegate = FusionDelegate(cache_dir=cache_dir, min_speedup=0.0)
+    with pytest.raises(RuntimeError):
+        builtin_interpreter(b.to_bytes(), [delegate])
+    assert delegate.claims[0].reason == \
+        "int8 SOFTMAX output must be scale 0.00390625, zero point -128 (Prepare fails)"
