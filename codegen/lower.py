@@ -13,7 +13,10 @@ partition's IR becomes one of two kernel ops (codegen.ops.KERNEL_OPS):
   own, with a negative id) and one from both to the output, so the schedule rescales a
   per-channel or one-value operand in a nest of its own shape, not once per element.
 An int8/uint8 reduction (MEAN, SUM, REDUCE_MAX, REDUCE_MIN) becomes QSUM (QMAX, QMIN), the
-exact sum (extreme) of its codes, and for MEAN and SUM a QCALL from each sum to its output code.
+exact sum (extreme) of its codes, and for MEAN and SUM a QCALL from each sum to its output code;
+SOFTMAX and LOG_SOFTMAX the row's largest code, the exps from a table at its offset (ROW_LUT),
+their ordered float sum and QCALLs per row and per element; L2_NORMALIZATION the sum of centred
+squares and QCALLs per row and per element.
 Several of LiteRT's x86 kernels round their vector blocks and their scalar tail differently
 (see codegen/quant.py). A kernel here computes one path per op: the one LiteRT takes for every
 element at these shapes, or any path when all agree for these parameters; otherwise the op
@@ -120,7 +123,8 @@ def _lower(ir: KernelIR, op: Op) -> list[Op]:
 
 def _reduction(ir: KernelIR, op: Op, x: Value, out: Value) -> list[Op]:
     """An int8/uint8 reduction as the exact QSUM (QMAX, QMIN) of its codes and, for MEAN and
-    SUM, a QCALL from each sum (a tensor of the kernel's own) to its output code. The QSUM computes the node (its source): it costs what the node costs."""
+    SUM, a QCALL from each sum (a tensor of the kernel's own) to its output code. The QSUM
+    computes the node (its source): it costs what the node costs."""
     params = dict(op.params)
     where = (op.op, x.quant, out.quant, x.shape, params["axes"], params["keep_dims"])
     reason = quant.reduction_unsupported(*where)

@@ -280,9 +280,10 @@ APPROX_CHAINS: dict[str, ChainSpec] = {chain.name: chain for chain in (
 
 # Ops the kernel computes that are not TFLite ops (code -1). codegen.lower makes of quantized
 # nodes LUT, a 256-entry table indexed by an int8/uint8 operand (every unary op and chain of
-# them), ROW_LUT, one indexed by an operand's offset from its row's value, and QCALL, a codegen.fixedpoint helper over its operands (binary int8 ops, QUANTIZE
-# from float), any arity; codegen.chains makes SWISH, MISH of APPROX_CHAINS under
-# precision="fast", with the root op's fused activation.
+# them), ROW_LUT, one indexed by an operand's offset from its row's value (int8 SOFTMAX's
+# exps), and QCALL, a codegen.fixedpoint helper over its operands (binary int8 ops, QUANTIZE
+# from float, the per-row steps of int8 row ops), any arity; codegen.chains makes SWISH, MISH
+# of APPROX_CHAINS under precision="fast", with the root op's fused activation.
 KERNEL_OPS: dict[str, OpSpec] = {spec.name: spec for spec in (
     OpSpec("LUT", -1, 1, "", lambda a, b, p: None, dtypes=("int8", "uint8")),
     # A 256-entry table indexed by a code minus its row's code (a, b): int8 SOFTMAX's exps.

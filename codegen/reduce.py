@@ -70,8 +70,9 @@ def max_eps(x, epsilon):
 
 def expand(ir: KernelIR) -> KernelIR:
     """The IR with its float SOFTMAX, LOG_SOFTMAX and L2_NORMALIZATION as reductions and
-    elementwise ops over the last axis (codegen.lower lowers the int8/uint8 ones). New intermediates get tensor ids past the model's and names after
-    the op's output; every op keeps the node's name as its source."""
+    elementwise ops over the last axis (codegen.lower lowers the int8/uint8 ones). New
+    intermediates get tensor ids past the model's and names after the op's output; every op
+    keeps the node's name as its source."""
     if not any(op.op in COMPOSITES for op in ir.ops):
         return ir
     values = {v.tensor: v for v in ir.values}

@@ -63,7 +63,7 @@ PROXIES = {"MEAN": ("ADD",), "SUM": ("ADD",), "REDUCE_MAX": ("MAXIMUM",),
            "REDUCE_MIN": ("MINIMUM",), "SOFTMAX": ("MAXIMUM", "SUB", "EXP", "ADD", "MUL"),
            "LOG_SOFTMAX": ("MAXIMUM", "SUB", "EXP", "ADD", "SUB"),
            "L2_NORMALIZATION": ("SQUARE", "ADD", "DIV")}
-#: ... and the int8 reductions (codegen.quant.REDUCTION_DTYPES), their int8 ops'.
+#: ... and the int8 reductions and row ops (codegen.quant.REDUCTION_DTYPES), their int8 ops'.
 PROXIES.update({f"{name}/int8": tuple(f"{op}/int8" for op in PROXIES[name])
                 for name in quant.REDUCTION_DTYPES})
 
