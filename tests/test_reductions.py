@@ -510,7 +510,8 @@ def quantized_reductions(draw):
     out_shape = tuple(1 if d in axes else n for d, n in enumerate(shape) if keep or d not in axes)
     r = b.op(name, [x, b.const("axes", np.array(axes, np.int32))], {"keep_dims": keep},
              shape=out_shape, quantization=qp(*out))
-    b.output(r, b.op("HARD_SWISH", [r], quantization=qp(0.05, low + 10)))
+    # HARD_SWISH's Prepare needs its output scale above its input's / 128: take its input's.
+    b.output(r, b.op("HARD_SWISH", [r], quantization=qp(out[0], low + 10)))
     # As the delegate reads them from the runtime: float32 scales.
     q_in, q_out = (quant.QParams(float(np.float32(s)), z, dtype.__name__)
                    for s, z in ((scale, zero), out))
