@@ -55,27 +55,21 @@ def _own(ir: KernelIR, op: Op, count: int) -> tuple[int, ...]:
 
 
 def _kernel_value(source: Value, op: Op) -> Value:
-    """The value a kernel op computes for part of a node, a tensor of the kernel's own: an input
-    rescaled (int32, of its shape), a reduction's result (of the reduced shape: the sum or
-    largest of codes in int32, softmax's sum of exps in float32), softmax's exps and each row's
-    inverse sum (float32). `source`: its first operand."""
+    """The value a kernel op computes for part of a node, a tensor of the kernel's own, named
+    and typed as its lowering says (its `made` param): of the shape of `source`, its first
+    operand, or for a reduction the reduced one."""
+    label, dtype = dict(op.params)["made"]
     shape = source.shape
     if op.reduction:
         params = dict(op.params)
         shape = reduced_shape(source.shape, params["axes"], params["keep_dims"])
-        label, dtype = {"QSUM": ("sum", "int32"), "QMAX": ("max", "int32"),
-                        "SUM": ("sum", "float32")}[op.op]
-    elif op.op == "ROW_LUT":
-        label, dtype = "exp", "float32"
-    elif dict(op.params).get("call") in ("softmax_inverse", "log_softmax_offset"):
-        label, dtype = "per_row", "float32"
-    elif dict(op.params).get("call") in ("inv_sqrt_multiplier", "inv_sqrt_shift"):
-        label, dtype = dict(op.params)["call"].removeprefix("inv_sqrt_"), "int32"
-    elif dict(op.params).get("call") == "centred_square":
-        label, dtype = "square", "int32"
-    else:
-        label, dtype = "rescaled", "int32"
     return Value(op.output, f"{source.name}_{label}", shape, dtype=dtype)
+
+
+def _made(label: str, dtype: str) -> tuple:
+    """The `made` param of a kernel op computing a value of the kernel's own: its name's
+    suffix and dtype (int32 for integer intermediates, float32 for softmax's exps and sums)."""
+    return ("made", (label, dtype))
 
 
 def _lower(ir: KernelIR, op: Op) -> list[Op]:
@@ -137,7 +131,7 @@ def _reduction(ir: KernelIR, op: Op, x: Value, out: Value) -> list[Op]:
         return [Op(op.node, kind, op.inputs, op.output, (*kept, ("init", init), source))]
     call, args = quant.reduction_output(*where)
     (total,) = _own(ir, op, 1)
-    return [Op(op.node, "QSUM", op.inputs, total, (*kept, source)),
+    return [Op(op.node, "QSUM", op.inputs, total, (*kept, source, _made("sum", "int32"))),
             Op(op.node, "QCALL", (total,), op.output,
                (("call", call), ("args", args), ("source", ())))]
 
@@ -157,20 +151,23 @@ def _softmax(ir: KernelIR, op: Op, x: Value, out: Value) -> list[Op]:
     row = (("axes", (len(x.shape) - 1,)), ("keep_dims", True))
     table = tuple(quant.softmax_table(x.quant, beta).tolist())
     ops = [Op(op.node, "QMAX", op.inputs, largest,
-              (*row, ("init", x.quant.qmin), ("source", ((op.node, op.op),)))),
-           Op(op.node, "ROW_LUT", (x.tensor, largest), exps, (("table", table), ("source", ()))),
-           Op(op.node, "SUM", (exps,), total, (*row, ("source", ())))]
+              (*row, ("init", x.quant.qmin), ("source", ((op.node, op.op),)),
+               _made("max", "int32"))),
+           Op(op.node, "ROW_LUT", (x.tensor, largest), exps,
+              (("table", table), ("source", ()), _made("exp", "float32"))),
+           Op(op.node, "SUM", (exps,), total, (*row, ("source", ()), _made("sum", "float32")))]
     if op.op == "SOFTMAX":
         call, args = quant.softmax_output(out.quant)
         return [*ops, Op(op.node, "QCALL", (total,), per_row,
                          (("call", "softmax_inverse"), ("args", (out.quant.scale,)),
-                          ("source", ()))),
+                          ("source", ()), _made("per_row", "float32"))),
                 Op(op.node, "QCALL", (exps, per_row), op.output,
                    (("call", call), ("args", args), ("source", ())))]
     call, args = quant.log_softmax_output(x.quant, out.quant)
     return [*ops, Op(op.node, "QCALL", (total, largest), per_row,
                      (("call", "log_softmax_offset"),
-                      ("args", (x.quant.scale, out.quant.scale)), ("source", ()))),
+                      ("args", (x.quant.scale, out.quant.scale)), ("source", ()),
+                      _made("per_row", "float32"))),
             Op(op.node, "QCALL", (x.tensor, per_row), op.output,
                (("call", call), ("args", args), ("source", ())))]
 
@@ -186,12 +183,15 @@ def _l2_normalization(ir: KernelIR, op: Op, x: Value, out: Value) -> list[Op]:
     zero = (("args", (x.quant.zero_point,)),)
     row = (("axes", (len(x.shape) - 1,)), ("keep_dims", True))
     return [Op(op.node, "QCALL", op.inputs, squares,
-               (("call", "centred_square"), *zero, ("source", ()))),
-            Op(op.node, "QSUM", (squares,), total, (*row, ("source", ((op.node, op.op),)))),
+               (("call", "centred_square"), *zero, ("source", ()), _made("square", "int32"))),
+            Op(op.node, "QSUM", (squares,), total,
+               (*row, ("source", ((op.node, op.op),)), _made("sum", "int32"))),
             Op(op.node, "QCALL", (total,), multiplier,
-               (("call", "inv_sqrt_multiplier"), ("args", ()), ("source", ()))),
+               (("call", "inv_sqrt_multiplier"), ("args", ()), ("source", ()),
+                _made("multiplier", "int32"))),
             Op(op.node, "QCALL", (total,), shift,
-               (("call", "inv_sqrt_shift"), ("args", ()), ("source", ()))),
+               (("call", "inv_sqrt_shift"), ("args", ()), ("source", ()),
+                _made("shift", "int32"))),
             Op(op.node, "QCALL", (x.tensor, multiplier, shift), op.output,
                (("call", quant.l2_norm_output(x.quant)), *zero, ("source", ())))]
 
@@ -201,8 +201,10 @@ def _rescaled_apart(ir: KernelIR, op: Op, parts: tuple, source: tuple) -> list[O
     kernel's own) and one from both to the output. The input QCALLs compute no node on their
     own (no source): the node is the output's."""
     rescaled = _own(ir, op, 2)
-    inputs = [Op(op.node, "LUT", (t,), r, (("table", args[0]), ("source", ()))) if call == "LUT"
-              else Op(op.node, "QCALL", (t,), r, (("call", call), ("args", args), ("source", ())))
+    made = _made("rescaled", "int32")
+    inputs = [Op(op.node, "LUT", (t,), r, (("table", args[0]), ("source", ()), made))
+              if call == "LUT" else
+              Op(op.node, "QCALL", (t,), r, (("call", call), ("args", args), ("source", ()), made))
               for t, r, (call, args) in zip(op.inputs, rescaled, parts)]
     call, args = parts[2]
     return [*inputs, Op(op.node, "QCALL", rescaled, op.output,

@@ -21,6 +21,7 @@ roundings: QUANTIZE, DEQUANTIZE, requantizing QUANTIZE, ADD and MUL. `binary_pat
 """
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import astuple, dataclass
 from typing import Callable, Sequence
@@ -1439,13 +1440,22 @@ def reduction_unsupported(op: str, input: QParams, output: QParams, shape: Seque
     if (count * (input.qmax - input.qmin) + 1) > _HW_MEAN_MAX_SUMS:
         return f"{op} over H, W of {count} elements: LiteRT's vector blocks and scalar tail " \
                "round differently (position dependent) and too many sums to check"
-    sums = np.arange(count * input.qmin, count * input.qmax + 1, dtype=np.int64)
-    scalar = fp.multiply_by_quantized_multiplier(sums, multiplier, shift)
-    blocks = fp.multiply_by_quantized_multiplier_4rows(sums, multiplier, shift)
-    if not np.array_equal(np.clip(scalar + bias, qmin, qmax), np.clip(blocks + bias, qmin, qmax)):
+    if not _hw_mean_rounds_alike(count * input.qmin, count * input.qmax, *args):
         return f"{op} over H, W: LiteRT's vector blocks and scalar tail round some sums " \
                "differently for these scales (position dependent)"
     return None
+
+
+@functools.lru_cache(maxsize=256)
+def _hw_mean_rounds_alike(low: int, high: int, multiplier: int, shift: int, bias: int,
+                          qmin: int, qmax: int) -> bool:
+    """optimized_integer_ops::Mean's vector blocks and scalar tail give every sum in [low,
+    high] the same code. About 20 ms for 56 x 56 sums of codes, and asked for each node by
+    its claim, by partition selection and by kernel prepare: cached."""
+    sums = np.arange(low, high + 1, dtype=np.int64)
+    scalar = fp.multiply_by_quantized_multiplier(sums, multiplier, shift)
+    blocks = fp.multiply_by_quantized_multiplier_4rows(sums, multiplier, shift)
+    return np.array_equal(np.clip(scalar + bias, qmin, qmax), np.clip(blocks + bias, qmin, qmax))
 
 
 # ---------------------------------------------------------------------------- softmax

@@ -94,6 +94,12 @@ def identifiers(ir: KernelIR) -> dict[int, str]:
     return names
 
 
+#: Params the header leaves out of an op's line: a LUT's table, the nodes it computes (in its
+#: title), a QCALL's call and constants (in its statement), what a lowering op makes (the
+#: value after `->`).
+UNLISTED_PARAMS = ("table", "source", "call", "args", "made")
+
+
 def header(ir: KernelIR, names: dict[int, str], schedule: Schedule) -> list[str]:
     source = f", generated from {ir.model}" if ir.model else ""
     nests = len(schedule.nests)
@@ -113,7 +119,7 @@ def header(ir: KernelIR, names: dict[int, str], schedule: Schedule) -> list[str]
             kind = "const " if value.literal is not None else ""
             operands.append(f"{names[t]} {annotation(t, kind + describe(value))}")
         params = "".join(f" {k}={ACTIVATIONS[v][0] if k == 'activation' else v}"
-                         for k, v in op.params if k not in ("table", "source", "call", "args"))
+                         for k, v in op.params if k not in UNLISTED_PARAMS)
         out = ir.value(op.output)
         typed = describe(out) if out.quantized or any(
             ir.value(t).quantized for t in op.inputs) else ""
