@@ -43,6 +43,9 @@ _CACHES: dict[str, KernelCache] = {}
 HUGE_PAGE = 2 << 20
 MADV_HUGEPAGE, MADV_COLLAPSE = 14, 25          # Linux; COLLAPSE (6.1+) makes them now
 _ENTRY = ctypes.CFUNCTYPE(ctypes.c_int32, ctypes.c_int64, ctypes.c_int64)
+#: Ops XNNPACK runs element by element, in place where it can: cutting its partition next to
+#: one costs the cost model's `split`, next to others (convolutions, matmuls) `split_heavy`.
+ELEMENTWISE = frozenset(OPS) | {"QUANTIZE", "DEQUANTIZE"}
 
 
 def advise_huge_pages(address: int, nbytes: int) -> None:
@@ -131,6 +134,7 @@ class FusionDelegate(SimpleDelegate):
         """TFLite's selection (largest first, limits) among the partitions whose kernel builds
         and is predicted to pay."""
         unbuildable, predictions, claims = {}, self.graph.predictions, self.graph.claims
+        elementwise = elementwise_nodes(context)
         for number, partition in enumerate(partitions):
             try:
                 nodes = [fused_node(context.node(n)) for n in sorted(partition.nodes)]
@@ -140,7 +144,8 @@ class FusionDelegate(SimpleDelegate):
             except (IRError, ValueError) as error:
                 unbuildable[partition.nodes] = f"kernel cannot be built: {error}"
                 continue
-            predictions[partition.nodes] = self.predict(ir, context.num_threads)
+            predictions[partition.nodes] = self.predict(
+                ir, context.num_threads, beside_elementwise(partition, elementwise))
         paying = [p for p in partitions if p.nodes in predictions
                   and predictions[p.nodes].speedup >= self.options.min_speedup]
         chosen = super().select_partitions(context, paying)
@@ -164,14 +169,15 @@ class FusionDelegate(SimpleDelegate):
                 claims[node].partition = number
         return chosen
 
-    def predict(self, ir: KernelIR, interpreter_threads: int) -> Prediction:
+    def predict(self, ir: KernelIR, interpreter_threads: int,
+                beside_elementwise: bool = True) -> Prediction:
         """The measured cost model's verdict on fusing a partition at its current shapes. Its
         costs are those measured at the interpreter's thread count (what XNNPACK runs on), not
         the kernel's: XNNPACK on 2 threads is up to twice faster than on 1."""
         if self.options.min_speedup <= 0:
             return UNKNOWN
         return predict(cost_keys(ir), [nest.elements for nest in plan(ir).nests],
-                       threads=interpreter_threads)
+                       interpreter_threads, beside_elementwise)
 
     def kernel_threads(self, context: Context) -> int:
         """The `num_threads` option, else the interpreter's, within what numba can run."""
@@ -185,6 +191,28 @@ class FusionDelegate(SimpleDelegate):
         delegated = sum(1 for c in self.claims.values() if c.reason is None)
         return (f"{delegated} of {len(self.last_plan)} nodes delegated in "
                 f"{len(self.last_partitions)} partitions")
+
+
+def elementwise_nodes(context: Context) -> dict[int, tuple[set[int], set[int]]]:
+    """The non-constant inputs and the outputs of each ELEMENTWISE node of the plan that
+    reads a tensor computed at run time (a DEQUANTIZE of float16 weights is not one: XNNPACK
+    folds it into the weights once)."""
+    nodes = {}
+    for index in context.execution_plan():
+        node = context.node(index)
+        inputs = {t for t in node.inputs if t >= 0 and not context.tensor(t).is_constant}
+        if op_name(node) in ELEMENTWISE and inputs:
+            nodes[index] = (inputs, set(node.outputs))
+    return nodes
+
+
+def beside_elementwise(partition: Partition,
+                       elementwise: dict[int, tuple[set[int], set[int]]]) -> bool:
+    """Whether an elementwise node outside the partition makes one of its inputs or reads one
+    of its outputs (`elementwise`: elementwise_nodes)."""
+    return any(outputs.intersection(partition.inputs) or inputs.intersection(partition.outputs)
+               for index, (inputs, outputs) in elementwise.items()
+               if index not in partition.nodes)
 
 
 def cost_keys(ir: KernelIR) -> list[tuple[str, int, int]]:

@@ -5,7 +5,9 @@ The delegate leaves a partition to LiteRT unless its fused kernel is predicted t
 perf/calibrate.py times chains of every op both ways and fits the costs below, committed as
 cost_model.json with the machine, versions and date (rerun it to refit). Every cost is linear
 in elements, c0 + c1 * n, with c1 constant between the model's `breaks` (about where tensors
-leave L2 and L3: an element costs several times more past them).
+leave L1, L2 and L3: an element costs several times more past them; those at 16K and 256K
+elements also bracket many of the corpus's tensors, ViT's attention and EfficientNet's
+activations).
 
 - LiteRT runs op after op: each op costs its own line in its output's elements, and the first
   op pays `litert_first` on top (reading the partition's input from memory; later ops find
@@ -21,10 +23,14 @@ leave L2 and L3: an element costs several times more past them).
   at a few run lengths.
 - On top comes `split`, what cutting XNNPACK's partition in two costs: in a real model
   elementwise ops sit between ops XNNPACK runs (convolutions, matmuls). It grows with the
-  tensors at the cut (they leave XNNPACK's workspace for TFLite's arena, out of cache) and
-  with threads (XNNPACK's thread pool hands over twice more), so it is a line in elements
-  like the others, measured on a chain whose middle is claimed, per thread count. (Where a
-  partition is the whole model this is wrong the other way: it only decides near-ties.)
+  tensors at the cut and with threads (XNNPACK's thread pool hands over twice more), so it is
+  a line in elements like the others, measured on a chain whose middle is claimed, per thread
+  count, twice: `split` between elementwise ops, which XNNPACK runs in place on data still in
+  cache (a cut takes that away), and `split_heavy` between convolutions, which read and write
+  buffers of their own anyway; there a cut cost a third to a half as much (DEPTHWISE_CONV_2D
+  and BATCH_MATMUL neighbours, 16K-1M elements). A partition next to any elementwise op
+  XNNPACK runs pays `split`, others `split_heavy`. (Where a partition is the whole model this
+  is wrong the other way: it only decides near-ties.)
 
 The Python call into the interpreter, the same for both, is left out. An op the model lacks
 takes the costs of the measured op of its cost class (codegen.ops.TRANSCENDENTAL or not) whose
@@ -56,7 +62,7 @@ QUANTIZED_OPS = tuple(f"{name}/int8" for name, dtypes in quant.SUPPORTED_DTYPES.
                       if "int8" in dtypes and name not in ("QUANTIZE", "DEQUANTIZE"))
 #: precision="fast" ops have costs of their own, `OP/fast`: LiteRT's are the same, ours lower.
 APPROXIMATED_OPS = tuple(f"{name}/fast" for name, spec in OPS.items() if spec.approximated)
-FORMAT = 4
+FORMAT = 5
 #: Reductions and row ops not measured on their own (perf/calibrate.py times elementwise
 #: chains): each costs, on both sides, the elementwise ops it amounts to per input element.
 PROXIES = {"MEAN": ("ADD",), "SUM": ("ADD",), "REDUCE_MAX": ("MAXIMUM",),
@@ -128,6 +134,7 @@ class Costs:
     litert_first: Linear  # LiteRT's first op on top of its own cost, by iteration elements
     fused: Linear         # a one-op fused partition, by iteration elements
     split: Linear         # cutting an XNNPACK partition in two, by the cut's elements
+    split_heavy: Linear   # ... where the ops on both sides are not elementwise
     broadcast: Broadcast  # a binary op's LiteRT cost by the length of its broadcast's runs
     ops: dict[str, OpCost]
 
@@ -176,8 +183,8 @@ class CostModel:
         same = [n for n in costs.ops if (n in TRANSCENDENTAL) == expensive] or list(costs.ops)
         return costs.ops[max(same, key=lambda n: costs.ops[n].fused_ns)]
 
-    def predict(self, ops: Sequence[tuple], nests: Sequence[int],
-                threads: int = 1) -> Prediction:
+    def predict(self, ops: Sequence[tuple], nests: Sequence[int], threads: int = 1,
+                beside_elementwise: bool = True) -> Prediction:
         costs = self.costs(threads)
         per_op = [(self.op_cost(costs, proxy), n, self.broadcast_factor(costs, name, n, *run))
                   for name, n, *run in ops
@@ -187,7 +194,8 @@ class CostModel:
         c0 = costs.fused.c0_us
         memory_us = sum(costs.fused.us(n, self.breaks) - c0 for n in nests)
         compute_us = sum(cost.fused_ns * elements for cost, elements, _ in per_op) / 1e3
-        split = costs.split.us(max(nests, default=0), self.breaks)
+        cut = costs.split if beside_elementwise else costs.split_heavy
+        split = cut.us(max(nests, default=0), self.breaks)
         return Prediction(litert, c0 + max(memory_us, compute_us) + split)
 
     @staticmethod
@@ -221,16 +229,17 @@ def _usable(path: str | Path | None) -> CostModel | None:
 
 
 def predict(ops: Sequence[tuple], nests: Sequence[int], threads: int = 1,
-            path: str | Path | None = None) -> Prediction:
+            beside_elementwise: bool = True, path: str | Path | None = None) -> Prediction:
     """LiteRT's and the fused kernel's predicted time for a partition.
 
     ops: (OPS name, elements of that op's output[, its broadcast_run]), in partition order;
     nests: elements of each loop nest of the kernel (codegen.schedule); threads: the
-    interpreter's. Never raises for a bad cost model: it predicts UNKNOWN (speedup inf) and logs
-    why, once.
+    interpreter's; beside_elementwise: whether an op next to the partition, outside it, is an
+    elementwise one (the cut then costs `split`, else `split_heavy`). Never raises for a bad
+    cost model: it predicts UNKNOWN (speedup inf) and logs why, once.
     """
     model = _usable(path)
-    return UNKNOWN if model is None else model.predict(ops, nests, threads)
+    return UNKNOWN if model is None else model.predict(ops, nests, threads, beside_elementwise)
 
 
 class _Parser:
@@ -275,6 +284,7 @@ class _Parser:
         return Costs(self.linear(data.get("litert_first"), n_breaks, where + "litert_first"),
                      self.linear(data.get("fused"), n_breaks, where + "fused"),
                      self.linear(data.get("split"), n_breaks, where + "split"),
+                     self.linear(data.get("split_heavy"), n_breaks, where + "split_heavy"),
                      self.broadcast(data.get("broadcast"), where + "broadcast"),
                      {name: self.op(value, n_breaks, f"{where}ops.{name}")
                       for name, value in ops.items()})

@@ -2,11 +2,11 @@
 
     PYTHONPATH=. python perf/calibrate.py [--threads 1 2] [--out fusion_delegate/cost_model.json]
 
-For every op in codegen.ops.OPS it times chains of K = 1 and K = 5 of the op (unary
-`h = op(h)`, binary `h = op(h, y)`; h starts as an input [n / 256, 256] ([1, n] if smaller),
-y is a per-channel constant, the usual second operand, which keeps the fused chains about
-compute; values U(0.5, 1.5)) under LiteRT's default path (XNNPACK) at each of SIZES, and under
-the fusion delegate, which runs a chain as one kernel, at FUSED_SIZE.
+For every op in codegen.ops.OPS it times chains of K = 1 and K = 5 of the op (unary `h = op(h)`, binary `h = op(h, y)`; h starts
+as an input [n / 256, 256] ([1, n] if smaller), y is a per-channel constant, the usual second
+operand, which keeps the fused chains about compute; values U(0.5, 1.5)) under LiteRT's
+default path (XNNPACK) at each of SIZES, and under the fusion delegate, which runs a chain as
+one kernel, at FUSED_SIZE.
 fusion_delegate/worth.py has the model they are fitted to:
 - LiteRT: an op costs c(n) = (T(5) - T(1)) / 4 at each size, joined into c0 + c1 * n with c1
   constant between neighbouring sizes (past L2, and again past L3, an element costs several
@@ -23,7 +23,8 @@ fusion_delegate/worth.py has the model they are fitted to:
   per short row (worth.broadcast_run).
 - `split`, at each size: a chain of SANDWICH ADDs whose two middle ones are claimed, less the
   same chain all in XNNPACK, less what those two ADDs gain fused (timed alone both ways):
-  what cutting an XNNPACK partition costs beyond the ops themselves.
+  what cutting an XNNPACK partition costs beyond the ops themselves. `split_heavy`: the same
+  with the two ADDs between 3x3 depthwise convolutions, which XNNPACK cannot run in place.
 The machine is shared: the interpreters of one op and size are timed in the same interleaved
 rounds of short batches, each after one untimed call so that it finds its data in cache
 (`timed_rounds`), in several passes, and the median is over all rounds. Then the fitted model
@@ -65,7 +66,9 @@ from perf.suite import cpu_info, size_name, versions  # noqa: E402
 from perf.timing import MIN_ROUNDS, batch_size, no_gc, per_call  # noqa: E402
 from perf.workloads import CHANNEL_WORKLOADS, NORM_WORKLOADS, WORKLOADS  # noqa: E402
 
-SIZES = (32, 1 << 12, 1 << 16, 1 << 20, 1 << 22)   # elements; the inner ones are the breaks
+#: Elements; the inner ones are the breaks: past 4K, 16K (L1), 256K and 1M (L2) elements an
+#: op's cost per element changes, and the corpus's tensors sit between them.
+SIZES = (32, 1 << 12, 1 << 14, 1 << 16, 1 << 18, 1 << 20, 1 << 22)
 FUSED_SIZE = 1 << 16
 K = (1, 5)
 PASSES = 3
@@ -85,6 +88,8 @@ BROADCAST_RUNS = (8, 16, 32, 64, 128)
 BASE = "NEG"                # the one-op partition the base costs are measured on
 EMPTY = ("empty",)
 SANDWICH = 6                # ADDs in the split chain; the delegate claims the middle two
+
+ALL_OPS = [*OPS, *QUANTIZED_OPS, *APPROXIMATED_OPS]
 
 Key = tuple  # ("litert" | "fused", op, k, n), or EMPTY
 Invoke = Callable[[], None]
@@ -137,6 +142,30 @@ def add_chain(k: int, n: int) -> bytes:
     h = b.input("x", (max(1, n // CHANNELS), min(CHANNELS, n)))
     for i in range(k):
         h = b.op("ADD", [h, b.const(f"c{i}", np.float32(0.5))], op_options("ADD"))
+    b.output(h)
+    return b.to_bytes()
+
+
+DEPTHWISE_3X3 = {"padding": 0, "stride_w": 1, "stride_h": 1, "depth_multiplier": 1}  # SAME
+
+
+def conv_sandwich(n: int) -> bytes:
+    """Two ADDs of a scalar between 3x3 depthwise convolutions ([1, H, W, C], n elements): the
+    ops around a claimed partition in `split_heavy` (nodes 0 and 3 are the convolutions)."""
+    channels = min(32, n)
+    width = min(16, n // channels)
+    shape = (1, n // (width * channels), width, channels)
+    b = ModelBuilder("conv_add_add_conv")
+    h = b.input("x", shape)
+    rng = np.random.default_rng(1)
+    for i in range(4):
+        if i in (0, 3):
+            weights = b.const(f"w{i}", rng.uniform(-0.3, 0.3, (1, 3, 3, channels)).astype(
+                np.float32))
+            h = b.op("DEPTHWISE_CONV_2D", [h, weights, b.const(f"b{i}", np.zeros(
+                channels, np.float32))], DEPTHWISE_3X3, shape=shape)
+        else:
+            h = b.op("ADD", [h, b.const(f"c{i}", np.float32(0.5))], op_options("ADD"))
     b.output(h)
     return b.to_bytes()
 
@@ -206,7 +235,10 @@ def group(name: str, n: int, threads: int, cache_dir: str) -> dict[Key, Invoke]:
                                              exclude=middle),
             ("split", "whole", n): interpreter(add_chain(SANDWICH, n), threads, None),
             ("split", "fused", n): interpreter(add_chain(2, n), threads, cache_dir),
-            ("split", "litert", n): interpreter(add_chain(2, n), threads, None)})
+            ("split", "litert", n): interpreter(add_chain(2, n), threads, None),
+            ("split_heavy", "cut", n): interpreter(conv_sandwich(n), threads, cache_dir,
+                                                   exclude="0,3"),
+            ("split_heavy", "whole", n): interpreter(conv_sandwich(n), threads, None)})
     return methods
 
 
@@ -265,8 +297,8 @@ def fit(t: dict[Key, float], ops: list[str]) -> dict:
     def per_op(method: str, name: str, n: int) -> float:
         return (us[(method, name, K[1], n)] - us[(method, name, K[0], n)]) / (K[1] - K[0])
 
-    def split(n: int) -> float:
-        cut = us[("split", "cut", n)] - us[("split", "whole", n)]
+    def split(n: int, sandwich: str = "split") -> float:
+        cut = us[(sandwich, "cut", n)] - us[(sandwich, "whole", n)]
         return cut - (us[("split", "fused", n)] - us[("split", "litert", n)])
 
     partition = us[("litert", BASE, 1, SIZES[0])] - invoke - per_op("litert", BASE, SIZES[0])
@@ -282,6 +314,7 @@ def fit(t: dict[Key, float], ops: list[str]) -> dict:
         "litert_first": piecewise(first),
         "fused": piecewise([(n, us[("fused", BASE, 1, n)] - invoke) for n in SIZES]),
         "split": piecewise([(n, max(0.0, split(n))) for n in SIZES]),
+        "split_heavy": piecewise([(n, max(0.0, split(n, "split_heavy"))) for n in SIZES]),
         "broadcast": {"runs": list(BROADCAST_RUNS),
                       "factors": [broadcast(run) for run in BROADCAST_RUNS]},
         "ops": {name: {
@@ -297,6 +330,8 @@ def fit(t: dict[Key, float], ops: list[str]) -> dict:
             "fused_one_op": {str(n): us[("fused", BASE, 1, n)] for n in SIZES},
             "split": {str(n): {part: us[("split", part, n)] for part in
                                ("cut", "whole", "fused", "litert")} for n in SIZES},
+            "split_heavy": {str(n): {part: us[("split_heavy", part, n)] for part in
+                                     ("cut", "whole")} for n in SIZES},
             "broadcast": {str(run): [us[("broadcast", BROADCAST_OP, k, run)] for k in K]
                           for run in BROADCAST_RUNS},
         },
@@ -367,7 +402,7 @@ def costs_table(costs: dict, breaks: tuple[int, ...]) -> str:
     columns = ("op", "c0_l us", *(f"c1_l ns {b}" for b in bands), "c1_f ns")
     table = [(name, f"{c['litert']['c0_us']:.3f}", *(f"{v:.3f}" for v in c["litert"]["c1_ns"]),
               f"{c['fused_ns']:.3f}") for name, c in costs["ops"].items()]
-    for row in ("litert_first", "fused", "split"):
+    for row in ("litert_first", "fused", "split", "split_heavy"):
         line = costs[row]
         table.append((f"({row})", f"{line['c0_us']:.3f}", *(f"{v:.3f}" for v in line["c1_ns"]),
                       ""))
@@ -375,7 +410,8 @@ def costs_table(costs: dict, breaks: tuple[int, ...]) -> str:
                           zip(costs["broadcast"]["runs"], costs["broadcast"]["factors"]))
     return (fixed_width(columns, table) + f"\ninvoke overhead "
             f"{costs['measured_us']['invoke']:.3f} us, on both sides; split: cutting an "
-            f"XNNPACK partition in two; broadcast runs (LiteRT's {BROADCAST_OP} cost factor): "
+            f"XNNPACK partition in two between elementwise ops, split_heavy: between "
+            f"convolutions; broadcast runs (LiteRT's {BROADCAST_OP} cost factor): "
             f"{broadcast}")
 
 
@@ -409,8 +445,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--threads", type=int, nargs="+", default=[1],
                         help="interpreter thread counts to measure (1)")
     parser.add_argument("--ops", nargs="+",
-                        choices=sorted([*OPS, *QUANTIZED_OPS, *APPROXIMATED_OPS]),
-                        default=[*OPS, *QUANTIZED_OPS, *APPROXIMATED_OPS],
+                        choices=sorted(ALL_OPS), default=ALL_OPS,
                         help="only these ops (a partial model, for trying things out)")
     parser.add_argument("--passes", type=int, default=PASSES,
                         help=f"rounds over every op and size ({PASSES})")

@@ -81,14 +81,22 @@ def test_demo_model_runs_fused_and_matches_litert(cache_dir, rng):
 
 
 def test_partitions_predicted_slower_than_litert_are_left_alone_with_the_reason(cache_dir):
-    delegate = FusionDelegate(cache_dir=cache_dir)
-    builtin_interpreter(build_demo_model(), [delegate])
-    by_node = {c.index: c.reason for c in delegate.claims.values()}
-    swish_gate_node = 20
-    assert by_node[swish_gate_node].startswith("not worth it (predicted ")
-    assert delegate.predictions[tuple(range(20, 25))].speedup < 1.2
-    kept = [p.nodes for p in delegate.last_partitions]
-    assert all(delegate.predictions[nodes].speedup >= 1.0 for nodes in kept) and kept
+    """min_speedup between the demo's lowest and highest predicted speedups: the partitions
+    below it are left to LiteRT, each node saying why, and those above it are claimed."""
+    model = build_demo_model()
+    probe = FusionDelegate(cache_dir=cache_dir, min_speedup=1e9)   # predicts, builds nothing
+    builtin_interpreter(model, [probe])
+    speedups = sorted(p.speedup for p in probe.predictions.values())
+    threshold = (speedups[0] + speedups[-1]) / 2
+    delegate = FusionDelegate(cache_dir=cache_dir, min_speedup=threshold)
+    builtin_interpreter(model, [delegate])
+    kept = {p.nodes for p in delegate.last_partitions}
+    assert kept and len(kept) < len(delegate.predictions)
+    for nodes, prediction in delegate.predictions.items():
+        assert (nodes in kept) == (prediction.speedup >= threshold)
+        if nodes not in kept:
+            assert all(delegate.claims[n].reason == f"not worth it (predicted "
+                       f"{prediction.speedup:.2f}x LiteRT)" for n in nodes)
 
 
 def test_unclaimed_nodes_say_why():

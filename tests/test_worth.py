@@ -11,6 +11,7 @@ from fusion_delegate import FusionDelegate, worth
 from fusion_delegate.demo import build_demo_model
 from fusion_delegate.worth import (APPROXIMATED_OPS, QUANTIZED_OPS, CostModel, CostModelError,
                                    Prediction, load_cost_model, predict)
+from perf.calibrate import add_chain, conv_sandwich
 
 ARITHMETIC_CHAIN = ["ADD", "MUL", "SUB", "MUL", "ADD", "DIV", "ADD", "MUL", "SUB", "ADD"]
 
@@ -94,7 +95,7 @@ def test_op_unknown_to_ops_counts_as_transcendental(data):
 
 @pytest.mark.parametrize("text, message", [
     ("{not json", "cannot read"),
-    ('{"format": 4, "header": {}, "breaks": [65536], "threads": {}}', "threads"),
+    ('{"format": 5, "header": {}, "breaks": [65536], "threads": {}}', "threads"),
     ('[1, 2]', "not a cost model"),
 ])
 def test_corrupt_file_raises_a_clear_error(tmp_path, text, message):
@@ -160,3 +161,26 @@ def test_broadcast_factors_must_match_their_runs(data):
     data["threads"]["1"]["broadcast"]["factors"].pop()
     with pytest.raises(CostModelError, match=r"threads\.1\.broadcast"):
         CostModel.from_json(data)
+
+
+def test_cuts_beside_convolutions_are_priced_as_split_heavy():
+    """Two ADDs between two more (run by XNNPACK: excluded) and between depthwise convolutions:
+    LiteRT's side is the same, the fused side pays `split` or `split_heavy`."""
+    model, n = load_cost_model(), 1 << 16
+    predictions = {}
+    for name, sandwich in (("beside", add_chain(4, n)), ("heavy", conv_sandwich(n))):
+        delegate = FusionDelegate(min_speedup=1e9, exclude_nodes="0,3")
+        builtin_interpreter(sandwich, [delegate])
+        predictions[name] = delegate.predictions[(1, 2)]
+    beside, heavy = predictions["beside"], predictions["heavy"]
+    costs = model.costs(1)
+    assert beside.litert_us == heavy.litert_us
+    assert math.isclose(beside.fused_us - heavy.fused_us,
+                        costs.split.us(n, model.breaks) - costs.split_heavy.us(n, model.breaks))
+
+
+@pytest.mark.parametrize("n", [1 << 14, 1 << 16, 1 << 18])
+def test_committed_model_cuts_beside_convolutions_cost_less(n):
+    model = load_cost_model()
+    for costs in model.threads.values():
+        assert costs.split_heavy.us(n, model.breaks) < costs.split.us(n, model.breaks)
