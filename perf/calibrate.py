@@ -2,11 +2,11 @@
 
     PYTHONPATH=. python perf/calibrate.py [--threads 1 2] [--out fusion_delegate/cost_model.json]
 
-For every op in codegen.ops.OPS it times chains of K = 1 and K = 5 of the op (unary `h = op(h)`, binary `h = op(h, y)`; h starts
-as an input [n / 256, 256] ([1, n] if smaller), y is a per-channel constant, the usual second
-operand, which keeps the fused chains about compute; values U(0.5, 1.5)) under LiteRT's
-default path (XNNPACK) at each of SIZES, and under the fusion delegate, which runs a chain as
-one kernel, at FUSED_SIZE.
+For every op in codegen.ops.OPS it times chains of K = 1 and K = 5 of the op (unary
+`h = op(h)`, binary `h = op(h, y)`; h starts as an input [n / 256, 256] ([1, n] if smaller),
+y is a per-channel constant, the usual second operand, which keeps the fused chains about
+compute; values U(0.5, 1.5)) under LiteRT's default path (XNNPACK) at each of SIZES, and under
+the fusion delegate, which runs a chain as one kernel, at FUSED_SIZE.
 fusion_delegate/worth.py has the model they are fitted to:
 - LiteRT: an op costs c(n) = (T(5) - T(1)) / 4 at each size, joined into c0 + c1 * n with c1
   constant between neighbouring sizes (past L2, and again past L3, an element costs several
@@ -66,8 +66,9 @@ from perf.suite import cpu_info, size_name, versions  # noqa: E402
 from perf.timing import MIN_ROUNDS, batch_size, no_gc, per_call  # noqa: E402
 from perf.workloads import CHANNEL_WORKLOADS, NORM_WORKLOADS, WORKLOADS  # noqa: E402
 
-#: Elements; the inner ones are the breaks: past 4K, 16K (L1), 256K and 1M (L2) elements an
-#: op's cost per element changes, and the corpus's tensors sit between them.
+#: Elements; the inner ones are the breaks. Float32 tensors of 16 KB to 4 MB: from L1 through
+#: L2 (1 MB here) into L3, where an element's cost changes, with a measured size on either side
+#: of most of the corpus's tensors (ViT's attention has 16K elements).
 SIZES = (32, 1 << 12, 1 << 14, 1 << 16, 1 << 18, 1 << 20, 1 << 22)
 FUSED_SIZE = 1 << 16
 K = (1, 5)
