@@ -24,6 +24,10 @@ from .native import POINTERS
 from .ops import ACTIVATIONS, CHAIN_OPS, HELPER_MODULES
 from .schedule import LANES, Nest, Schedule, plan
 
+#: Float reductions whose result is inf or NaN whenever an operand is: the fast loop checks a
+#: value a rows pass sums through the sum (rows_nest).
+SUMS = ("SUM", "MEAN", "ROW_SUM")
+
 INDENT = "    "
 NAME_LIMIT = 24
 LINE_LIMIT = 100
@@ -376,7 +380,13 @@ def rows_nest(ir: KernelIR, names: dict[int, str], nest: Nest, threads: int, loc
             continue
         stage = nest.stages[number]
         reductions = [op for op in stage if op.reduction]
-        checked = fast is not None and any(op.output in fast.checked for op in stage)
+        # A checked value this pass sums is checked through its sum: inf or NaN in, inf or NaN
+        # out (a sum that overflows only sends the row to the exact loop).
+        covering = [op for op in reductions if fast is not None and op.op in SUMS
+                    and op.inputs[0] in fast.checked]
+        covered = frozenset(op.inputs[0] for op in covering)
+        checked = fast is not None and any(op.output in fast.checked and op.output not in covered
+                                           for op in stage)
         ops = ", ".join(dict.fromkeys(op.op for op in stage))
         padded = number in nest.padded
         body.append(f"# Pass {number + 1} over the row{'s' if per_step > 1 else ''}"
@@ -389,7 +399,7 @@ def rows_nest(ir: KernelIR, names: dict[int, str], nest: Nest, threads: int, loc
         body.append(f"for i1 in range({padded_length if padded else length}):")
         for row, row_exprs in zip(in_step, exprs):
             body += [INDENT + line for line in statements(
-                ir, nest, row, fast, stage, row_exprs, width - len(INDENT), row.checks)]
+                ir, nest, row, fast, stage, row_exprs, width - len(INDENT), row.checks, covered)]
         for row in in_step:
             for op in reductions:
                 acc = accumulator(row.names, row.local, op)
@@ -399,10 +409,12 @@ def rows_nest(ir: KernelIR, names: dict[int, str], nest: Nest, threads: int, loc
                 if op.output in nest.writes:
                     body.append(f"{row_element(row.names, nest, row.local, op.output, row.row)}"
                                 f" = {acc}")
-        if checked:
+        sums = [f"magnitude({accumulator(row.names, row.local, op)})"
+                for row in in_step for op in covering]
+        if checked or sums:
             body += wrap_call("misses = max(", ["misses", *(f"magnitude({row.checks})"
-                                                            for row in in_step)], ")",
-                              width=width)
+                                                            for row in in_step if checked),
+                                                *sums], ")", width=width)
     return lines + [INDENT * depth + line for line in body]
 
 
@@ -621,12 +633,13 @@ def accumulator(names: dict[int, str], local: NestNames, op: Op) -> str:
 
 def statements(ir: KernelIR, nest: Nest, row: RowNames, fast: FastPath | None,
                ops: tuple[Op, ...], exprs: dict[int, str], width: int,
-               checks: str = "") -> list[str]:
+               checks: str = "", covered: frozenset[int] = frozenset()) -> list[str]:
     """One statement per op of a rows nest for one row, in a pass or per row: a reduction adds
     its operand to its accumulator; other ops as loop_body writes them. In a pass (`checks`,
     with `fast`), a value the fast loop checks is added to the row's check as 0 * value, a
-    cheaper sum than an integer max of magnitude(); per row `misses` counts it. Updates `exprs`
-    with how later statements read each result."""
+    cheaper sum than an integer max of magnitude(); per row `misses` counts it; a `covered`
+    one is not (a sum of it is checked instead). Updates `exprs` with how later statements
+    read each result."""
     names, local = row.names, row.local
     lines, misses = [], []
     for op in ops:
@@ -646,7 +659,7 @@ def statements(ir: KernelIR, nest: Nest, row: RowNames, fast: FastPath | None,
                             width)
         if fast and op.node in fast.guarded:
             misses.append(f"miss_if({op.spec.guard.format(a=args[0])})")
-        if fast and op.output in fast.checked:
+        if fast and op.output in fast.checked and op.output not in covered:
             if checks:
                 lines += assignment(checks, f"add_reassoc({checks}, {target} * np.float32(0.0))",
                                     width)

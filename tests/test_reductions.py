@@ -206,6 +206,36 @@ def one_kernel(model: bytes, cache_dir: str, threads: int = 1):
     return interpreter, kernel.kernel.source
 
 
+def test_a_summed_output_is_checked_through_its_sum(cache_dir, rng):
+    """A residual ADD that is both a partition output and the MEAN's operand (MLP-Mixer's
+    LayerNorm): the fast loop checks the row's mean instead of each sum, and a row with an
+    inf or NaN still goes to the exact loop and gives LiteRT's values."""
+    shape = (1, 9, 64)
+    b = ModelBuilder()
+    s = b.op("ADD", [b.input("x", shape), b.input("y", shape)], NONE, name="s")
+    mean = b.op("MEAN", [s, b.const("axis", np.array([-1], np.int32))], {"keep_dims": True},
+                shape=(1, 9, 1), name="mean")
+    b.output(s, b.op("SUB", [s, mean], NONE, name="d"))
+    model = b.to_bytes()
+    interpreter, source = one_kernel(model, cache_dir)
+    fast = source[:source.index("# Exact loop")]
+    first = fast[fast.index("# Pass 1"):fast.index("# Pass 2")]
+    assert "checks_a" not in first and "misses = max(misses, magnitude(mean_a)" in first
+    x, y = (rng.standard_normal(shape).astype(np.float32) for _ in range(2))
+    x[0, 2, 5], x[0, 4, 0], y[0, 6, 63], y[0, 7, 1] = np.inf, np.nan, -np.inf, 3e38
+    x[0, 7, 1] = 3e38                                    # overflows to inf in the fast loop
+    (s_got, d_got), (s_want, d_want) = run(interpreter, [x, y]), run(builtin_interpreter(model),
+                                                                    [x, y])
+    assert same_bits(s_got, s_want)                  # the sums, FLT_MAX for the overflow
+    assert same_bits(np.isnan(d_got), np.isnan(d_want))
+    ok = ~np.isnan(d_want)                           # the mean: summed in another order
+    scale = np.broadcast_to(np.abs(np.where(np.isnan(s_want), 0, s_want)).max(
+        axis=-1, keepdims=True), shape)
+    with np.errstate(over="ignore"):                 # the FLT_MAX row: any difference
+        bound = 8 * np.spacing(scale.astype(np.float32))
+    assert np.all(np.abs(d_got - d_want)[ok] <= bound[ok])
+
+
 @pytest.mark.parametrize("shape", [(1, 197, 192), (5, 1)])
 def test_converter_layernorm_is_one_kernel_reading_its_input_once(cache_dir, rng, shape):
     model = converter_layernorm(shape)
