@@ -58,10 +58,10 @@ def _kernel_value(source: Value, op: Op) -> Value:
     """The value a kernel op computes for part of a node, a tensor of the kernel's own, named
     and typed as its lowering says (its `made` param): of the shape of `source`, its first
     operand, or for a reduction the reduced one."""
-    label, dtype = dict(op.params)["made"]
+    params = dict(op.params)
+    label, dtype = params["made"]
     shape = source.shape
     if op.reduction:
-        params = dict(op.params)
         shape = reduced_shape(source.shape, params["axes"], params["keep_dims"])
     return Value(op.output, f"{source.name}_{label}", shape, dtype=dtype)
 

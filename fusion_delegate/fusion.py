@@ -170,7 +170,7 @@ class FusionDelegate(SimpleDelegate):
         return chosen
 
     def predict(self, ir: KernelIR, interpreter_threads: int,
-                beside_elementwise: bool = True) -> Prediction:
+                beside_elementwise: bool) -> Prediction:
         """The measured cost model's verdict on fusing a partition at its current shapes. Its
         costs are those measured at the interpreter's thread count (what XNNPACK runs on), not
         the kernel's: XNNPACK on 2 threads is up to twice faster than on 1."""
@@ -200,8 +200,10 @@ def elementwise_nodes(context: Context) -> dict[int, tuple[set[int], set[int]]]:
     nodes = {}
     for index in context.execution_plan():
         node = context.node(index)
+        if op_name(node) not in ELEMENTWISE:
+            continue
         inputs = {t for t in node.inputs if t >= 0 and not context.tensor(t).is_constant}
-        if op_name(node) in ELEMENTWISE and inputs:
+        if inputs:
             nodes[index] = (inputs, set(node.outputs))
     return nodes
 

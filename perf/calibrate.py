@@ -157,17 +157,18 @@ def conv_sandwich(n: int) -> bytes:
     width = min(16, n // channels)
     shape = (1, n // (width * channels), width, channels)
     b = ModelBuilder("conv_add_add_conv")
-    h = b.input("x", shape)
     rng = np.random.default_rng(1)
-    for i in range(4):
-        if i in (0, 3):
-            weights = b.const(f"w{i}", rng.uniform(-0.3, 0.3, (1, 3, 3, channels)).astype(
-                np.float32))
-            h = b.op("DEPTHWISE_CONV_2D", [h, weights, b.const(f"b{i}", np.zeros(
-                channels, np.float32))], DEPTHWISE_3X3, shape=shape)
-        else:
-            h = b.op("ADD", [h, b.const(f"c{i}", np.float32(0.5))], op_options("ADD"))
-    b.output(h)
+
+    def depthwise(h: int, i: int) -> int:
+        weights = rng.uniform(-0.3, 0.3, (1, 3, 3, channels)).astype(np.float32)
+        return b.op("DEPTHWISE_CONV_2D", [h, b.const(f"w{i}", weights),
+                                          b.const(f"b{i}", np.zeros(channels, np.float32))],
+                    DEPTHWISE_3X3, shape=shape)
+
+    h = depthwise(b.input("x", shape), 0)
+    for i in (1, 2):
+        h = b.op("ADD", [h, b.const(f"c{i}", np.float32(0.5))], op_options("ADD"))
+    b.output(depthwise(h, 3))
     return b.to_bytes()
 
 
