@@ -9,7 +9,9 @@ from __future__ import annotations
 
 from llvmlite import ir
 from numba import types
+from numba.core import cgutils
 from numba.extending import intrinsic
+from numba.np.arrayobj import populate_array
 
 _I8P = ir.IntType(8).as_pointer()
 
@@ -79,3 +81,57 @@ def as_float32(typingctx, i):
     def codegen(context, builder, signature, args):
         return builder.bitcast(args[0], ir.FloatType())
     return types.float32(types.int32), codegen
+
+
+#: Bytes of a cache line, and of one AVX-512 vector.
+CACHE_LINE = 64
+
+
+@intrinsic
+def aligned_copy(typingctx, values):
+    """`values` (1-D, contiguous) copied to the kernel's stack at the start of a cache line
+    (codegen.schedule's `aligned`). A vector load of a per-channel operand that TFLite's
+    flatbuffer left 16-byte aligned spans two lines: chain16 at C = 256 ran 2x slower for it at
+    4M elements, 1.7x at 64K (docs/chain_performance.md). On the stack, the copy costs no
+    allocation; it lives until the kernel returns, so the kernel calls this at its top level,
+    never in a loop."""
+    def codegen(context, builder, signature, args):
+        array_type = signature.args[0]
+        source = context.make_array(array_type)(context, builder, args[0])
+        count = builder.extract_value(source.shape, 0)
+        element = context.get_data_type(array_type.dtype)
+        itemsize = context.get_abi_sizeof(element)
+        data = builder.alloca(element, size=count)
+        data.align = CACHE_LINE
+        cgutils.raw_memcpy(builder, data, source.data, count, itemsize)
+        copy = context.make_array(signature.return_type)(context, builder)
+        populate_array(copy, data=data, shape=source.shape, strides=source.strides,
+                       itemsize=source.itemsize, meminfo=None)
+        return copy._getvalue()
+    if not (isinstance(values, types.Array) and values.ndim == 1):
+        return None
+    return values.copy(layout="C", readonly=False)(values), codegen
+
+
+@intrinsic
+def stack_empty(typingctx, count, dtype):
+    """An uninitialised 1-D array of `count` `dtype` elements on the kernel's stack, at the
+    start of a cache line: a buffer between nests without the allocator's call. Like
+    aligned_copy, it lives until the kernel returns: the kernel calls this at its top level,
+    never in a loop, and only for small buffers (render.STACK_BYTES)."""
+    element_type = dtype.instance_type
+
+    def codegen(context, builder, signature, args):
+        element = context.get_data_type(element_type)
+        count = args[0]
+        data = builder.alloca(element, size=count)
+        data.align = CACHE_LINE
+        itemsize = context.get_constant(types.intp, context.get_abi_sizeof(element))
+        array = context.make_array(signature.return_type)(context, builder)
+        populate_array(array, data=data, shape=cgutils.pack_array(builder, [count]),
+                       strides=cgutils.pack_array(builder, [itemsize]), itemsize=itemsize,
+                       meminfo=None)
+        return array._getvalue()
+    if not isinstance(count, types.Integer) or not isinstance(dtype, types.NumberClass):
+        return None
+    return types.Array(element_type, 1, "C")(types.intp, dtype), codegen

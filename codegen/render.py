@@ -33,9 +33,13 @@ NAME_LIMIT = 24
 LINE_LIMIT = 100
 #: Below this many elements a kernel runs on one thread: waking threads costs more.
 PARALLEL_MIN_ELEMENTS = 1 << 16
-#: Helpers the generated code calls: the op table's, the aligned copies
-#: (schedule.Nest) and the fixed-point arithmetic of quantized ops (codegen.lower's QCALL).
-KERNEL_HELPERS = {**HELPER_MODULES, "aligned_copy": "codegen.scalar",
+#: Bytes of its buffers and aligned copies a kernel may keep on its stack (render.allocations):
+#: a few pages, within any thread's stack that calls the interpreter.
+STACK_BYTES = 64 << 10
+#: Helpers the generated code calls: the op table's, the stack's buffers (aligned copies,
+#: schedule.Nest) and the fixed-point arithmetic of quantized ops (codegen.lower's QCALL).
+KERNEL_HELPERS = {**HELPER_MODULES, "aligned_copy": "codegen.native",
+                  "stack_empty": "codegen.native",
                   "lookup_bytes": "codegen.lut",
                   **{name: "codegen.fixedpoint" for name, helper in vars(fixedpoint).items()
                      if getattr(helper, "__module__", None) == fixedpoint.__name__}}
@@ -183,12 +187,7 @@ def render_kernel(ir: KernelIR, layout: TensorTableLayout) -> str:
                  "if misses < INF_BITS:", INDENT + "return", *EXACT_LOOP_COMMENT, *exact]
     else:
         lines = exact
-    allocations = [f"{names[t]} = np.empty({n}, np.{ir.value(t).dtype})"
-                   for t, n in schedule.buffers]
-    for nest, nest_local, n in zip(schedule.nests, local, threads):
-        if n == 1:
-            allocations += tile_allocations(ir, nest, nest_local)
-    lines = allocations + lines
+    lines = allocations(ir, names, schedule, threads, local) + lines
     parallel = ", parallel=True" if max(threads, default=1) > 1 else ""
     signature = "void(" + ", ".join(f"{ir.value(t).dtype}[::1]" for t in memory) + ")"
     kernel = [f"@njit('{signature}',",
@@ -244,16 +243,52 @@ def nest_names(schedule: Schedule, names: dict[int, str]) -> list[NestNames]:
     return result
 
 
-def tile_allocations(ir: KernelIR, nest: Nest, local: NestNames) -> list[str]:
+def allocations(ir: KernelIR, names: dict[int, str], schedule: Schedule, threads: list[int],
+                local: list[NestNames]) -> list[str]:
+    """What the kernel sets up before its first nest: the aligned copies of periodic operands
+    (schedule.Nest.aligned), the buffers between nests and the stage buffers of one-thread
+    tiles. Up to STACK_BYTES of them go on the stack, in that order (codegen.native's
+    aligned_copy and stack_empty: an allocator's call costs about 0.1 us, a tenth of a kernel
+    over 16K elements); the buffers beyond are allocated, and the aligned copies beyond are
+    not made (the operands are read in place)."""
+    room = STACK_BYTES
+
+    def on_stack(elements: int, dtype: str) -> bool:
+        nonlocal room
+        size = elements * np.dtype(dtype).itemsize
+        if size > room:
+            return False
+        room -= size
+        return True
+
+    def buffer(name: str, elements: int, dtype: str) -> str:
+        if on_stack(elements, dtype):
+            return f"{name} = stack_empty({elements}, np.{dtype})"
+        return allocated(name, elements, dtype)
+
+    lines = [f"{names[t]} = aligned_copy({names[t]})"
+             for t in dict.fromkeys(t for nest in schedule.nests for t in nest.aligned)
+             if on_stack(math.prod(ir.value(t).shape), ir.value(t).dtype)]
+    lines += [buffer(names[t], n, ir.value(t).dtype) for t, n in schedule.buffers]
+    for nest, nest_local, n in zip(schedule.nests, local, threads):
+        if n == 1:
+            lines += tile_allocations(ir, nest, nest_local, buffer)
+    return lines
+
+
+def allocated(name: str, elements: int, dtype: str) -> str:
+    return f"{name} = np.empty({elements}, np.{dtype})"
+
+
+def tile_allocations(ir: KernelIR, nest: Nest, local: NestNames, buffer=allocated) -> list[str]:
     """The stage buffers of a tile (in a rows nest, `row_stride` elements a row), those padded
-    past the row's end filled with their padding."""
+    past the row's end filled with their padding, the others made by `buffer`."""
     size = nest.tile
     if nest.kind == "rows":
         size = nest.row_stride * (nest.tile // nest.loops.sizes[1])
     fills = dict(nest.padding)
     return [f"{name} = np.full({size}, {fills[t]}, np.{ir.value(t).dtype})" if t in fills
-            else f"{name} = np.empty({size}, np.{ir.value(t).dtype})"
-            for t, name in local.stages.items()]
+            else buffer(name, size, ir.value(t).dtype) for t, name in local.stages.items()]
 
 
 def nest_blocks(ir: KernelIR, names: dict[int, str], schedule: Schedule, threads: list[int],
@@ -283,7 +318,6 @@ def nest_blocks(ir: KernelIR, names: dict[int, str], schedule: Schedule, threads
                               block_checks(names, nest, fast))
         lines += [*nest_comment(names, nest, number, n),
                   *periodic_copies(ir, names, nest, nest_local),
-                  *(f"{names[t]} = aligned_copy({names[t]})" for t in nest.aligned),
                   *(f"{names[op.output]}[:] = {op.init}" for op in nest.ops
                     if op.reduction),
                   *loops,
@@ -997,15 +1031,18 @@ def unrolled_nest(nest: Nest, threads: int, body: list[str], one_row: list[str])
 def block_checks(names: dict[int, str], nest: Nest, fast: FastPath | None) -> list[str]:
     """After a row block, the fast loop's checks of what the block stored: one flat loop over
     the block's elements, still in L1, instead of a check per element in the short inner loop
-    (which would finish its max-reduction every row)."""
+    (which would finish its max-reduction every row). The loop counts from 0: from the block's
+    first element, LLVM vectorised it with gathers at some row lengths (48, 112, 144; 4x
+    slower)."""
     checked = [t for t in nest.writes if fast and t in fast.checked]
     if not nest.row_block or not checked:
         return []
     rows, cols = nest.loops.sizes
     first = f"block * {nest.row_block}"
-    return [f"for j in range({first} * {cols}, min({first} + {nest.row_block}, {rows}) * {cols}):",
+    return [f"for j in range((min({first} + {nest.row_block}, {rows}) - {first}) * {cols}):",
             *(INDENT + line for line in count_misses(
-                [f"magnitude({names[t]}[j])" for t in checked], LINE_LIMIT - 4 * len(INDENT)))]
+                [f"magnitude({names[t]}[{first} * {cols} + j])" for t in checked],
+                LINE_LIMIT - 4 * len(INDENT)))]
 
 
 def element(names: dict[int, str], nest: Nest, local: NestNames, tensor: int,
@@ -1075,13 +1112,13 @@ def module_imports(body: list[str], parallel: bool, dtypes: set[str]) -> list[st
     by_module: dict[str, list[str]] = {}
     for name in sorted(used & set(KERNEL_HELPERS)):
         by_module.setdefault(KERNEL_HELPERS[name], []).append(name)
+    entry_helpers = sorted({POINTERS[dtype] for dtype in dtypes}) + ["load_i64"]
+    by_module["codegen.native"] = by_module.get("codegen.native", []) + entry_helpers
     for module, names in by_module.items():
         line = f"from {module} import {', '.join(names)}"
         lines += [line] if len(line) <= LINE_LIMIT else wrap_call(
             f"from {module} import (", names, ")")
-    pointers = sorted({POINTERS[dtype] for dtype in dtypes})
-    lines += [f"from codegen.native import {', '.join(pointers)}, load_i64",
-              "from codegen.compile import NoAliasCompiler", "",
+    lines += ["from codegen.compile import NoAliasCompiler", "",
               "FLT_MAX = np.float32(3.4028234663852886e38)", "INF = np.float32(np.inf)",
               "NAN = np.float32(np.nan)", "INF_BITS = np.int32(0x7F800000)"]
     return lines

@@ -241,20 +241,3 @@ def expm1_f32(x):
         np.float32(1 / 120) + x * (np.float32(1 / 720) + x * (np.float32(1 / 5040)
                                                               + x * np.float32(1 / 40320)))))))
     return small if np.abs(x) < np.float32(0.35) else exp_f32(x) - ONE
-
-
-#: Bytes of a cache line, and of one AVX-512 vector.
-CACHE_LINE = 64
-
-
-@njit(error_model="numpy")
-def aligned_copy(values):
-    """`values` copied to the start of a cache line (codegen.schedule's `aligned`): a vector
-    load of a per-channel operand that TFLite's flatbuffer left 16-byte aligned spans two
-    lines, which out of L2 made chain16 at C = 64 2.4x slower."""
-    per_line = CACHE_LINE // values.itemsize
-    raw = np.empty(values.shape[0] + per_line, values.dtype)
-    start = (per_line - (raw.ctypes.data // values.itemsize) % per_line) % per_line
-    out = raw[start:start + values.shape[0]]
-    out[:] = values
-    return out

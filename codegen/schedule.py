@@ -11,9 +11,10 @@ computes and a later one reads goes through a buffer of its own size.
 Within a nest, four transformations of the loops fit it to the vector registers and L1:
 - row blocks: a nest over [M, C] with a short C (a vector or more) whose operands are whole
   tensors or periodic [C] rows, many but few enough to stay in vector registers (chain16's 16
-  per-channel constants at C = 16), keeps the plain [M, C] nest (the periodic operands then
-  live in registers for the whole nest) and runs it in blocks of about ROW_TILE elements,
-  each block's outputs checked by the fast loop in one flat loop after it, while in L1;
+  per-channel constants at C = 16), or few, in rows of three whole vectors or more, keeps
+  the plain [M, C] nest (the periodic operands then live in registers for the whole nest, or
+  are read in place) and runs it in blocks of about ROW_TILE elements, each block's outputs
+  checked by the fast loop in one flat loop after it, while in L1;
 - unrolled rows: such a nest, C of any length, with more periodic operands than registers
   computes UNROLL_ROWS rows in each iteration of its inner loop, each load of a periodic
   operand shared by them; out of L2 only short rows (the unrolled rows one stream) are
@@ -77,6 +78,15 @@ VECTOR_BLOCK = 64
 LANES = 16
 CONSTANT_REGISTERS = 24
 ROW_BLOCK_OPERANDS = 8
+#: ... and, with fewer periodic operands (in registers too), rows of whole vectors from this
+#: many lanes up to TILE, in nests within L2 (UNROLL_MAX_ELEMENTS): from three vectors a row
+#: LLVM vectorises the row loop, never the loop across rows (no gathers in the asm for C =
+#: 48..240 and 1..7 operands), and blocks ran up to 2x faster than row tiles, without their
+#: copies (16K and 256K elements; with one operand 0.95-1.17x; with more operands than
+#: registers up to 1.25x slower, so those keep tiles). Rows of one or two vectors (C = 16, 32)
+#: still got gathers with 1 or 2 operands; at 4M elements blocks ran 1.1-1.7x slower than tiles
+#: (bias_relu6_scale at C = 96, se_gate at C = 64).
+BLOCK_MIN_ROW = 3 * LANES
 #: Rows per iteration of the inner loop of a per-channel nest with ROW_BLOCK_OPERANDS periodic
 #: operands or more that do not fit in registers: each load of a periodic operand then serves
 #: UNROLL_ROWS rows (chain16 at C = 256 is bound by loads, 17 a vector; 1.6x at 64K).
@@ -88,7 +98,9 @@ UNROLL_ROWS = 4
 #: 64 ran 1.2-1.3x faster unrolled at 4M, ahead of jax.jit and of np.copyto, provided their
 #: periodic operands are read from copies that start on a cache line (`aligned`): in the
 #: model's flatbuffer they are 16-byte aligned, and the vector loads that span two lines made
-#: the nest 2.4x slower at 4M (no difference at 64K).
+#: the nest 2.4x slower at 4M (no difference at 64K). The plain nest that takes longer rows
+#: beyond that reads them from such copies too: on Zen 5, chain16 at C = 256 and 4M elements
+#: ran 2x faster for it, at np.copyto's speed (on Zen 4 it made no difference).
 UNROLL_MAX_ELEMENTS = 1 << 18
 UNROLL_MAX_SPAN = 256
 
@@ -406,21 +418,26 @@ def _loops(ir: KernelIR, domain: tuple[int, ...], ops: tuple[Op, ...], reads: tu
         rows, period = loops.sizes
         constants = sum(mask == (True, False) for mask in loops.broadcast.values())
         flat = LoopNest((rows * period,), {})
-        if (period >= LANES and ROW_BLOCK_OPERANDS <= constants
-                and len(_stages(ops, flat, _lookups(ir, ops, flat, writes))) == 1):
-            if -(-period // LANES) * constants <= CONSTANT_REGISTERS:
-                return Nest(domain, ops, loops, reads, writes, stages=(ops,),
-                            row_block=min(rows, max(1, ROW_TILE // period)))
+        one_stage = len(_stages(ops, flat, _lookups(ir, ops, flat, writes))) == 1
+        many = period >= LANES and ROW_BLOCK_OPERANDS <= constants
+        whole_vectors = (period % LANES == 0 and BLOCK_MIN_ROW <= period < TILE
+                         and rows * period <= UNROLL_MAX_ELEMENTS)
+        if (one_stage and (many or whole_vectors)
+                and -(-period // LANES) * constants <= CONSTANT_REGISTERS):
+            return Nest(domain, ops, loops, reads, writes, stages=(ops,),
+                        row_block=min(rows, max(1, ROW_TILE // period)))
+        if many and one_stage:
             if UNROLL_ROWS <= rows and rows * period <= UNROLL_MAX_ELEMENTS:
                 return Nest(domain, ops, loops, reads, writes, stages=(ops,),
                             row_unroll=UNROLL_ROWS)
+            periodic_rows = tuple(t for t, mask in loops.broadcast.items()
+                                  if mask == (True, False))
             if UNROLL_ROWS <= rows and UNROLL_ROWS * period <= UNROLL_MAX_SPAN:
-                periodic_rows = tuple(t for t, mask in loops.broadcast.items()
-                                      if mask == (True, False))
                 return Nest(domain, ops, loops, reads, writes, stages=(ops,),
                             row_unroll=UNROLL_ROWS, aligned=periodic_rows)
             if period % LANES == 0:
-                return Nest(domain, ops, loops, reads, writes, stages=(ops,))
+                return Nest(domain, ops, loops, reads, writes, stages=(ops,),
+                            aligned=periodic_rows)
     if _row_tileable(loops):
         rows, period = loops.sizes
         periodic = tuple((t, period) for t, mask in loops.broadcast.items()

@@ -7,10 +7,13 @@ import re
 from dataclasses import replace
 
 import numpy as np
+import pytest
+from numba import njit
 
+from codegen.compile import KernelCache
 from codegen.ir import KernelIR, Op, Value
+from codegen.native import aligned_copy
 from codegen.render import FastPath, TensorTableLayout, render_kernel
-from codegen.scalar import aligned_copy
 from conftest import builtin_interpreter, run, same_bits
 from fusion_delegate import FusionDelegate
 from perf.workloads import Workload, chain16
@@ -137,9 +140,20 @@ def test_row_blocks_check_their_outputs_after_each_block_in_one_flat_loop():
         "                h0 = x[i0 * 16 + i1] * c0[i1]"]
     assert lines[-3:] == [
         "                h7[i0 * 16 + i1] = h6 + c7[i1]",
-        "        for j in range(block * 64 * 16, min(block * 64 + 64, 100) * 16):",
-        "            misses = max(misses, magnitude(h7[j]))"]
+        "        for j in range((min(block * 64 + 64, 100) - block * 64) * 16):",
+        "            misses = max(misses, magnitude(h7[block * 64 * 16 + j]))"]
     assert fast.count("magnitude(") == 1 and source.count("for block in range(2):") == 2
+
+
+@pytest.mark.parametrize("channels, constants", [(48, 2), (112, 2), (144, 2), (96, 4)])
+def test_row_blocks_are_vectorised_along_rows_without_gathers(tmp_path, channels, constants):
+    """Row blocks of few constants, and their flat checks: LLVM vectorised the loop across
+    rows or the check loop with gathers (4-8x slower) in the forms they replaced."""
+    source, fast = per_channel_chain(4096 // channels, channels, constants)
+    assert "in blocks of" in fast
+    name = re.search(r"^def (\w+)\(", source, re.M).group(1)
+    kernel = KernelCache(str(tmp_path)).get(name, source)
+    assert "gather" not in kernel.inspect_asm()
 
 
 def test_unrolled_rows_update_misses_once_an_iteration_and_leave_the_rest_to_one_row_loops():
@@ -167,23 +181,35 @@ def test_row_tile_copies_loop_over_a_bounded_period_of_a_vector_or_more():
         assert "c0_rows = np.empty(" in fast and loop in fast, channels
 
 
+@njit
+def copied_to_a_line(values):
+    """aligned_copy's copy (on this function's stack): its address mod 64, and its values."""
+    copy = aligned_copy(values)
+    return copy.ctypes.data % 64, copy.copy()
+
+
 def test_per_channel_constants_out_of_l2_are_read_from_cache_aligned_copies():
-    """[4100, 64], 16 constants: unrolled rows out of L2, each constant copied once per nest to
-    the start of a cache line (a 16-byte-aligned one spans two lines a vector load)."""
-    source, fast = per_channel_chain(4100, 64, 16)
-    lines = fast.splitlines()
-    assert lines[1:3] == ["    c0 = aligned_copy(c0)", "    c1 = aligned_copy(c1)"]
-    assert re.search(r"from codegen.scalar import .*\baligned_copy\b", source)
+    """16 constants out of L2, in unrolled rows ([4100, 64]) and in the plain nest of longer
+    rows ([1100, 256]): each constant copied once, before the fast loop, to the start of a
+    cache line on the stack (a 16-byte-aligned one spans two lines a vector load)."""
+    for rows, channels in ((4100, 64), (1100, 256)):
+        source, _ = per_channel_chain(rows, channels, 16)
+        body = source.split("):\n", 1)[1].splitlines()
+        assert body[:16] == [f"    c{k} = aligned_copy(c{k})" for k in range(16)], channels
+        assert source.count("aligned_copy(c0)") == 1
+        assert re.search(r"from codegen.native import .*\baligned_copy\b", source)
     values = np.arange(80, dtype=np.float32)
     for start in range(16):
-        copy = aligned_copy(values[start:start + 64])
-        assert copy.ctypes.data % 64 == 0 and np.array_equal(copy, values[start:start + 64])
+        line_offset, copy = copied_to_a_line(values[start:start + 64])
+        assert line_offset == 0 and np.array_equal(copy, values[start:start + 64])
 
 
-def test_unrolled_rows_out_of_l2_match_litert_bit_for_bit(tmp_path):
-    """chain16 over [4100, 64] (the aligned copies' nest) in LiteRT's builtin kernels and in
-    the delegate, on the fast loop and, with an inf and a NaN in x, on the exact loop."""
-    case = Workload("chain16_c64", chain16, 64).case(4100 * 64)
+@pytest.mark.parametrize("rows, channels", [(4100, 64), (1100, 256)])
+def test_nests_out_of_l2_match_litert_bit_for_bit(tmp_path, rows, channels):
+    """chain16 over [4100, 64] and [1100, 256] (the aligned copies' nests) in LiteRT's builtin
+    kernels and in the delegate, on the fast loop and, with an inf and a NaN in x, on the
+    exact loop."""
+    case = Workload(f"chain16_c{channels}", chain16, channels).case(rows * channels)
     delegate = FusionDelegate(cache_dir=str(tmp_path), min_nodes_per_partition=1,
                               min_speedup=0.0)
     ours, oracle = builtin_interpreter(case.model, [delegate]), builtin_interpreter(case.model)

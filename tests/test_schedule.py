@@ -62,7 +62,7 @@ def test_nests_run_after_what_they_read_whatever_the_op_order():
     assert [op.op for op in nests[1].ops] == ["ADD", "MUL"]
 
 
-@pytest.mark.parametrize("channels", [8, 16, 24, 32, 64, 96])
+@pytest.mark.parametrize("channels", [8, 16, 24, 32, 40, 100])
 def test_short_channel_dims_are_tiled_into_long_inner_loops(channels):
     ir = ir_of({0: (1, 40, 40, channels), 1: (channels,), 2: (1, 40, 40, channels)},
                [("ADD", (0, 1), 2)], inputs=(0, 1), outputs=(2,))
@@ -103,8 +103,20 @@ def test_many_per_channel_constants_that_fit_in_registers_run_in_row_blocks(chan
     assert nest.row_block == ROW_TILE // channels
 
 
-@pytest.mark.parametrize("channels, constants", [(8, 16), (16, 4), (32, 4)])
+@pytest.mark.parametrize("channels, constants", [(48, 1), (64, 2), (96, 4), (240, 1)])
+def test_rows_of_three_vectors_or_more_with_few_constants_run_in_row_blocks(channels,
+                                                                           constants):
+    """Their constants in registers too, and LLVM vectorises the rows, not the loop across
+    them (no gathers), so the blocks need no tile copies."""
+    (nest,) = plan(chain(256, channels, constants)).nests
+    assert nest.loops.sizes == (256, channels) and nest.periodic == () and nest.tile == 0
+    assert nest.row_block == max(1, ROW_TILE // channels)
+
+
+@pytest.mark.parametrize("channels, constants", [(8, 16), (16, 4), (32, 4), (192, 4)])
 def test_short_rows_or_few_constants_stay_row_tiled(channels, constants):
+    """Rows of one or two vectors with few constants (LLVM vectorised the loop across rows,
+    with gathers), or more constants than registers in rows shorter than TILE."""
     (nest,) = plan(chain(256, channels, constants)).nests
     assert nest.row_block == 0 and nest.row_unroll == 0 and len(nest.periodic) == constants
 
