@@ -29,7 +29,7 @@ from .context import Context, NodeInfo, Partition
 from .errors import KernelBuildError, KernelCompileError
 from .options import FusionOptions
 from .simple_delegate import SimpleDelegate, SimpleDelegateKernel
-from .worth import UNKNOWN, Prediction, broadcast_run, predict
+from .worth import UNKNOWN, Cut, Prediction, broadcast_run, predict
 
 LAYOUT = TensorTableLayout(context_tensors_offset=abi.CONTEXT_TENSORS_OFFSET,
                            tensor_size=abi.TENSOR_SIZE, tensor_data_offset=abi.TENSOR_DATA_OFFSET)
@@ -134,7 +134,7 @@ class FusionDelegate(SimpleDelegate):
         """TFLite's selection (largest first, limits) among the partitions whose kernel builds
         and is predicted to pay."""
         unbuildable, predictions, claims = {}, self.graph.predictions, self.graph.claims
-        elementwise = elementwise_nodes(context)
+        neighbours = plan_nodes(context)
         for number, partition in enumerate(partitions):
             try:
                 nodes = [fused_node(context.node(n)) for n in sorted(partition.nodes)]
@@ -145,7 +145,7 @@ class FusionDelegate(SimpleDelegate):
                 unbuildable[partition.nodes] = f"kernel cannot be built: {error}"
                 continue
             predictions[partition.nodes] = self.predict(
-                ir, context.num_threads, beside_elementwise(partition, elementwise))
+                ir, context.num_threads, cut_around(partition, neighbours))
         paying = [p for p in partitions if p.nodes in predictions
                   and predictions[p.nodes].speedup >= self.options.min_speedup]
         chosen = super().select_partitions(context, paying)
@@ -169,15 +169,14 @@ class FusionDelegate(SimpleDelegate):
                 claims[node].partition = number
         return chosen
 
-    def predict(self, ir: KernelIR, interpreter_threads: int,
-                beside_elementwise: bool) -> Prediction:
+    def predict(self, ir: KernelIR, interpreter_threads: int, cut: Cut) -> Prediction:
         """The measured cost model's verdict on fusing a partition at its current shapes. Its
         costs are those measured at the interpreter's thread count (what XNNPACK runs on), not
         the kernel's: XNNPACK on 2 threads is up to twice faster than on 1."""
         if self.options.min_speedup <= 0:
             return UNKNOWN
         return predict(cost_keys(ir), [nest.elements for nest in plan(ir).nests],
-                       interpreter_threads, beside_elementwise)
+                       interpreter_threads, cut)
 
     def kernel_threads(self, context: Context) -> int:
         """The `num_threads` option, else the interpreter's, within what numba can run."""
@@ -193,28 +192,28 @@ class FusionDelegate(SimpleDelegate):
                 f"{len(self.last_partitions)} partitions")
 
 
-def elementwise_nodes(context: Context) -> dict[int, tuple[set[int], set[int]]]:
-    """The non-constant inputs and the outputs of each ELEMENTWISE node of the plan that
-    reads a tensor computed at run time (a DEQUANTIZE of float16 weights is not one: XNNPACK
-    folds it into the weights once)."""
+def plan_nodes(context: Context) -> dict[int, tuple[set[int], set[int], bool]]:
+    """The non-constant inputs, the outputs and whether it is ELEMENTWISE, of each node of the
+    plan that reads a tensor computed at run time (a DEQUANTIZE of float16 weights does not:
+    XNNPACK folds it into the weights once)."""
     nodes = {}
     for index in context.execution_plan():
         node = context.node(index)
-        if op_name(node) not in ELEMENTWISE:
-            continue
         inputs = {t for t in node.inputs if t >= 0 and not context.tensor(t).is_constant}
         if inputs:
-            nodes[index] = (inputs, set(node.outputs))
+            nodes[index] = (inputs, set(node.outputs), op_name(node) in ELEMENTWISE)
     return nodes
 
 
-def beside_elementwise(partition: Partition,
-                       elementwise: dict[int, tuple[set[int], set[int]]]) -> bool:
-    """Whether an elementwise node outside the partition makes one of its inputs or reads one
-    of its outputs (`elementwise`: elementwise_nodes)."""
-    return any(outputs.intersection(partition.inputs) or inputs.intersection(partition.outputs)
-               for index, (inputs, outputs) in elementwise.items()
-               if index not in partition.nodes)
+def cut_around(partition: Partition, nodes: dict[int, tuple[set[int], set[int], bool]]) -> Cut:
+    """What is beside the partition (`nodes`: plan_nodes): the nodes outside it that make one
+    of its inputs or read one of its outputs."""
+    beside = [elementwise for index, (inputs, outputs, elementwise) in nodes.items()
+              if index not in partition.nodes
+              and (outputs.intersection(partition.inputs) or inputs.intersection(partition.outputs))]
+    if not beside:
+        return Cut.NONE
+    return Cut.ELEMENTWISE if any(beside) else Cut.HEAVY
 
 
 def cost_keys(ir: KernelIR) -> list[tuple[str, int, int]]:

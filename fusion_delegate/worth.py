@@ -29,8 +29,8 @@ activations).
   cache (a cut takes that away), and `split_heavy` between convolutions, which read and write
   buffers of their own anyway; there a cut cost a third to a half as much (DEPTHWISE_CONV_2D
   and BATCH_MATMUL neighbours, 16K-1M elements). A partition next to any elementwise op
-  XNNPACK runs pays `split`, others `split_heavy`. (Where a partition is the whole model this
-  is wrong the other way: it only decides near-ties.)
+  XNNPACK runs pays `split`, others `split_heavy`, and one that no op outside reads from or
+  writes to (the whole model) cuts nothing and pays neither (`Cut`).
 
 The Python call into the interpreter, the same for both, is left out. An op the model lacks
 takes the costs of the measured op of its cost class (codegen.ops.TRANSCENDENTAL or not) whose
@@ -45,6 +45,7 @@ import json
 import logging
 import math
 from dataclasses import dataclass
+from enum import Enum
 from pathlib import Path
 from typing import Sequence
 
@@ -156,6 +157,17 @@ def broadcast_run(output: Sequence[int], inputs: Sequence[Sequence[int]]) -> int
     return run
 
 
+class Cut(Enum):
+    """What fusing a partition cuts out of XNNPACK's partition, by what is beside it: the
+    Costs line that prices the cut, if any."""
+    NONE = None                     # no op outside reads or makes the partition's tensors
+    ELEMENTWISE = "split"           # an elementwise op XNNPACK runs in place on cached data
+    HEAVY = "split_heavy"           # only ops with buffers of their own: convolutions, matmuls
+
+    def us(self, costs: Costs, elements: int, breaks: tuple[int, ...]) -> float:
+        return 0.0 if self.value is None else getattr(costs, self.value).us(elements, breaks)
+
+
 @dataclass(frozen=True)
 class CostModel:
     header: dict
@@ -184,7 +196,7 @@ class CostModel:
         return costs.ops[max(same, key=lambda n: costs.ops[n].fused_ns)]
 
     def predict(self, ops: Sequence[tuple], nests: Sequence[int], threads: int = 1,
-                beside_elementwise: bool = True) -> Prediction:
+                cut: Cut = Cut.ELEMENTWISE) -> Prediction:
         costs = self.costs(threads)
         per_op = [(self.op_cost(costs, proxy), n, self.broadcast_factor(costs, name, n, *run))
                   for name, n, *run in ops
@@ -194,8 +206,7 @@ class CostModel:
         c0 = costs.fused.c0_us
         memory_us = sum(costs.fused.us(n, self.breaks) - c0 for n in nests)
         compute_us = sum(cost.fused_ns * elements for cost, elements, _ in per_op) / 1e3
-        cut = costs.split if beside_elementwise else costs.split_heavy
-        split = cut.us(max(nests, default=0), self.breaks)
+        split = cut.us(costs, max(nests, default=0), self.breaks)
         return Prediction(litert, c0 + max(memory_us, compute_us) + split)
 
     @staticmethod
@@ -229,17 +240,16 @@ def _usable(path: str | Path | None) -> CostModel | None:
 
 
 def predict(ops: Sequence[tuple], nests: Sequence[int], threads: int = 1,
-            beside_elementwise: bool = True, path: str | Path | None = None) -> Prediction:
+            cut: Cut = Cut.ELEMENTWISE, path: str | Path | None = None) -> Prediction:
     """LiteRT's and the fused kernel's predicted time for a partition.
 
     ops: (OPS name, elements of that op's output[, its broadcast_run]), in partition order;
     nests: elements of each loop nest of the kernel (codegen.schedule); threads: the
-    interpreter's; beside_elementwise: whether an op next to the partition, outside it, is an
-    elementwise one (the cut then costs `split`, else `split_heavy`). Never raises for a bad
+    interpreter's; cut: what is beside the partition (fusion.cut_around). Never raises for a bad
     cost model: it predicts UNKNOWN (speedup inf) and logs why, once.
     """
     model = _usable(path)
-    return UNKNOWN if model is None else model.predict(ops, nests, threads, beside_elementwise)
+    return UNKNOWN if model is None else model.predict(ops, nests, threads, cut)
 
 
 class _Parser:

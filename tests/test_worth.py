@@ -184,3 +184,17 @@ def test_committed_model_cuts_beside_convolutions_cost_less(n):
     model = load_cost_model()
     for costs in model.threads.values():
         assert costs.split_heavy.us(n, model.breaks) < costs.split.us(n, model.breaks)
+
+
+def test_a_partition_that_is_the_whole_model_cuts_nothing():
+    """Two ADDs alone, and the same two between two more that XNNPACK runs: the same LiteRT
+    price; the fused side pays `split` only where there is a partition of XNNPACK's to cut."""
+    model, n = load_cost_model(), 1 << 16
+    alone, between = FusionDelegate(min_speedup=1e9), FusionDelegate(min_speedup=1e9,
+                                                                     exclude_nodes="0,3")
+    builtin_interpreter(add_chain(2, n), [alone])
+    builtin_interpreter(add_chain(4, n), [between])
+    whole, cut = alone.predictions[(0, 1)], between.predictions[(1, 2)]
+    assert whole.litert_us == cut.litert_us
+    assert math.isclose(cut.fused_us - whole.fused_us,
+                        model.costs(1).split.us(n, model.breaks))
