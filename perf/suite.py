@@ -503,6 +503,7 @@ def main(argv: list[str] | None = None) -> None:
     config = Config(**{**preset, "sizes": tuple(args.sizes or preset["sizes"])},
                     threads=args.threads, jax=jax, pinned_core=pinned)
     workloads = [ALL_WORKLOADS[name] for name in (args.workloads or ALL_WORKLOADS)]
+    args.out.parent.mkdir(parents=True, exist_ok=True)
     run = measure(config, workloads)
     meta = metadata(config, workloads, run)
     print_tables(meta, run)
