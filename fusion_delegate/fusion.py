@@ -209,8 +209,8 @@ def cut_around(partition: Partition, nodes: dict[int, tuple[set[int], set[int], 
     """What is beside the partition (`nodes`: plan_nodes): the nodes outside it that make one
     of its inputs or read one of its outputs."""
     beside = [elementwise for index, (inputs, outputs, elementwise) in nodes.items()
-              if index not in partition.nodes
-              and (outputs.intersection(partition.inputs) or inputs.intersection(partition.outputs))]
+              if index not in partition.nodes and (outputs.intersection(partition.inputs)
+                                                   or inputs.intersection(partition.outputs))]
     if not beside:
         return Cut.NONE
     return Cut.ELEMENTWISE if any(beside) else Cut.HEAVY
