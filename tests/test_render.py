@@ -220,3 +220,16 @@ def test_nests_out_of_l2_match_litert_bit_for_bit(tmp_path, rows, channels):
     for inputs in ([x], [special]):
         (got,), (want,) = run(ours, inputs), run(oracle, inputs)
         assert same_bits(got, want)
+
+
+@pytest.mark.parametrize("channels, where", [(96, "stack_empty(96, np.float32)"),
+                                             (32768, "np.empty(32768, np.float32)")])
+def test_buffers_between_nests_go_on_the_stack_within_its_budget(channels, where):
+    """x * TANH(s), s of `channels` elements: TANH's buffer on the kernel's stack, unless it
+    is larger than render.STACK_BYTES (128 KiB here); then it is allocated."""
+    values = (Value(0, "x", (4, channels)), Value(1, "s", (channels,)),
+              Value(2, "gate", (channels,)), Value(3, "y", (4, channels)))
+    ir = KernelIR(0, values, (Op(0, "TANH", (1,), 2),
+                              Op(1, "MUL", (0, 2), 3, (("activation", 0),))),
+                  inputs=(0, 1), outputs=(3,))
+    assert f"    gate = {where}" in render_kernel(ir, LAYOUT).splitlines()

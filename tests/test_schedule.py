@@ -111,6 +111,8 @@ def test_rows_of_three_vectors_or_more_with_few_constants_run_in_row_blocks(chan
     (nest,) = plan(chain(256, channels, constants)).nests
     assert nest.loops.sizes == (256, channels) and nest.periodic == () and nest.tile == 0
     assert nest.row_block == max(1, ROW_TILE // channels)
+    (beyond_l2,) = plan(chain(UNROLL_MAX_ELEMENTS // channels + 1, channels, constants)).nests
+    assert beyond_l2.row_block == 0 and beyond_l2.tile > 0    # blocks ran slower at 4M
 
 
 @pytest.mark.parametrize("channels, constants", [(8, 16), (16, 4), (32, 4), (192, 4)])
