@@ -87,6 +87,20 @@ def as_float32(typingctx, i):
 CACHE_LINE = 64
 
 
+def _stack_array(context, builder, array_type: types.Array, count):
+    """A 1-D `array_type` of `count` (an LLVM intp) uninitialised elements on the calling
+    function's stack, at the start of a cache line."""
+    element = context.get_data_type(array_type.dtype)
+    data = builder.alloca(element, size=count)
+    data.align = CACHE_LINE
+    itemsize = context.get_constant(types.intp, context.get_abi_sizeof(element))
+    array = context.make_array(array_type)(context, builder)
+    populate_array(array, data=data, shape=cgutils.pack_array(builder, [count]),
+                   strides=cgutils.pack_array(builder, [itemsize]), itemsize=itemsize,
+                   meminfo=None)
+    return array
+
+
 @intrinsic
 def aligned_copy(typingctx, values):
     """`values` (1-D, contiguous) copied to the kernel's stack at the start of a cache line
@@ -96,21 +110,15 @@ def aligned_copy(typingctx, values):
     allocation; it lives until the kernel returns, so the kernel calls this at its top level,
     never in a loop."""
     def codegen(context, builder, signature, args):
-        array_type = signature.args[0]
-        source = context.make_array(array_type)(context, builder, args[0])
+        source = context.make_array(signature.args[0])(context, builder, args[0])
         count = builder.extract_value(source.shape, 0)
-        element = context.get_data_type(array_type.dtype)
-        itemsize = context.get_abi_sizeof(element)
-        data = builder.alloca(element, size=count)
-        data.align = CACHE_LINE
-        cgutils.raw_memcpy(builder, data, source.data, count, itemsize)
-        copy = context.make_array(signature.return_type)(context, builder)
-        populate_array(copy, data=data, shape=source.shape, strides=source.strides,
-                       itemsize=source.itemsize, meminfo=None)
+        copy = _stack_array(context, builder, signature.return_type, count)
+        cgutils.raw_memcpy(builder, copy.data, source.data, count,
+                           context.get_abi_sizeof(context.get_data_type(values.dtype)))
         return copy._getvalue()
-    if not (isinstance(values, types.Array) and values.ndim == 1):
+    if not (isinstance(values, types.Array) and values.ndim == 1 and values.layout == "C"):
         return None
-    return values.copy(layout="C", readonly=False)(values), codegen
+    return values.copy(readonly=False)(values), codegen
 
 
 @intrinsic
@@ -119,19 +127,8 @@ def stack_empty(typingctx, count, dtype):
     start of a cache line: a buffer between nests without the allocator's call. Like
     aligned_copy, it lives until the kernel returns: the kernel calls this at its top level,
     never in a loop, and only for small buffers (render.STACK_BYTES)."""
-    element_type = dtype.instance_type
-
     def codegen(context, builder, signature, args):
-        element = context.get_data_type(element_type)
-        count = args[0]
-        data = builder.alloca(element, size=count)
-        data.align = CACHE_LINE
-        itemsize = context.get_constant(types.intp, context.get_abi_sizeof(element))
-        array = context.make_array(signature.return_type)(context, builder)
-        populate_array(array, data=data, shape=cgutils.pack_array(builder, [count]),
-                       strides=cgutils.pack_array(builder, [itemsize]), itemsize=itemsize,
-                       meminfo=None)
-        return array._getvalue()
+        return _stack_array(context, builder, signature.return_type, args[0])._getvalue()
     if not isinstance(count, types.Integer) or not isinstance(dtype, types.NumberClass):
         return None
-    return types.Array(element_type, 1, "C")(types.intp, dtype), codegen
+    return types.Array(dtype.instance_type, 1, "C")(types.intp, dtype), codegen

@@ -418,12 +418,12 @@ def _loops(ir: KernelIR, domain: tuple[int, ...], ops: tuple[Op, ...], reads: tu
         rows, period = loops.sizes
         constants = sum(mask == (True, False) for mask in loops.broadcast.values())
         flat = LoopNest((rows * period,), {})
-        one_stage = len(_stages(ops, flat, _lookups(ir, ops, flat, writes))) == 1
         many = period >= LANES and ROW_BLOCK_OPERANDS <= constants
         whole_vectors = (period % LANES == 0 and BLOCK_MIN_ROW <= period < TILE
                          and rows * period <= UNROLL_MAX_ELEMENTS)
-        if (one_stage and (many or whole_vectors)
-                and -(-period // LANES) * constants <= CONSTANT_REGISTERS):
+        one_stage = (many or whole_vectors) and len(_stages(
+            ops, flat, _lookups(ir, ops, flat, writes))) == 1
+        if one_stage and -(-period // LANES) * constants <= CONSTANT_REGISTERS:
             return Nest(domain, ops, loops, reads, writes, stages=(ops,),
                         row_block=min(rows, max(1, ROW_TILE // period)))
         if many and one_stage:
