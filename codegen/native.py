@@ -132,3 +132,49 @@ def stack_empty(typingctx, count, dtype):
     if not isinstance(count, types.Integer) or not isinstance(dtype, types.NumberClass):
         return None
     return types.Array(dtype.instance_type, 1, "C")(types.intp, dtype), codegen
+
+
+@intrinsic
+def stream_store(typingctx, array, index, value):
+    """`array[index] = value` as a non-temporal (streaming) store: it bypasses the caches, so
+    an output that leaves them anyway costs no read of each line before it is written (a
+    third of a large elementwise kernel's traffic; docs/chain_performance.md). The store claims
+    the alignment of a cache line, so that LLVM's vectoriser may make aligned streaming vector
+    stores of it (it makes none of a store it knows less aligned): only a schedule's `streamed`
+    nest uses it, whose rows start on whole vectors, and the kernel runs such a nest only when
+    `line_aligned` says the array starts on a line."""
+    def codegen(context, builder, signature, args):
+        target = context.make_array(signature.args[0])(context, builder, args[0])
+        store = builder.store(args[2], builder.gep(target.data, [args[1]]), align=CACHE_LINE)
+        store.set_metadata("nontemporal", builder.module.add_metadata([ir.IntType(32)(1)]))
+        return context.get_dummy_value()
+    if not (isinstance(array, types.Array) and array.layout == "C" and array.ndim == 1
+            and isinstance(index, types.Integer) and value == array.dtype):
+        return None
+    return types.void(array, index, value), codegen
+
+
+@intrinsic
+def stream_fence(typingctx):
+    """Order the streaming stores made so far before any later store (x86 `sfence`): they
+    are weakly ordered, and another thread may read the output next."""
+    def codegen(context, builder, signature, args):
+        sfence = cgutils.get_or_insert_function(
+            builder.module, ir.FunctionType(ir.VoidType(), []), "llvm.x86.sse.sfence")
+        builder.call(sfence, [])
+        return context.get_dummy_value()
+    return types.void(), codegen
+
+
+@intrinsic
+def line_aligned(typingctx, array):
+    """Whether `array` starts on a cache line (TFLite's arena aligns tensors to 64 bytes; a
+    tensor allocated elsewhere may not be)."""
+    def codegen(context, builder, signature, args):
+        data = context.make_array(signature.args[0])(context, builder, args[0]).data
+        address = builder.ptrtoint(data, ir.IntType(64))
+        offset = builder.and_(address, ir.IntType(64)(CACHE_LINE - 1))
+        return builder.icmp_unsigned("==", offset, ir.IntType(64)(0))
+    if not isinstance(array, types.Array):
+        return None
+    return types.boolean(array), codegen

@@ -8,6 +8,7 @@ addresses from the TfLiteContext on every call, at offsets the caller passes in.
 """
 from __future__ import annotations
 
+import dataclasses
 import inspect
 import keyword
 import math
@@ -36,10 +37,17 @@ PARALLEL_MIN_ELEMENTS = 1 << 16
 #: Bytes of its buffers and aligned copies a kernel may keep on its stack (render.allocations):
 #: a few pages, within any thread's stack that calls the interpreter.
 STACK_BYTES = 64 << 10
+#: A streamed nest (schedule.Nest.streamed) with rows shorter than this keeps the fast loop's
+#: checks per lane of a row, a max per element in an array of the row's length, and takes
+#: their largest after the nest: the check per element into `misses` is a horizontal max at
+#: the end of every row, chain16 at C = 16 and 4M elements ran 3.3x slower for it (C = 64
+#: 1.9x, C = 96 1.9x), and the per-lane max 1.4x slower from C = 128 on.
+LANE_CHECKS_BELOW = 128
 #: Helpers the generated code calls: the op table's, the stack's buffers (aligned copies,
 #: schedule.Nest) and the fixed-point arithmetic of quantized ops (codegen.lower's QCALL).
 KERNEL_HELPERS = {**HELPER_MODULES, "aligned_copy": "codegen.native",
-                  "stack_empty": "codegen.native",
+                  "stack_empty": "codegen.native", "stream_store": "codegen.native",
+                  "stream_fence": "codegen.native", "line_aligned": "codegen.native",
                   "lookup_bytes": "codegen.lut",
                   **{name: "codegen.fixedpoint" for name, helper in vars(fixedpoint).items()
                      if getattr(helper, "__module__", None) == fixedpoint.__name__}}
@@ -180,11 +188,26 @@ def render_kernel(ir: KernelIR, layout: TensorTableLayout) -> str:
     threads = [parallel_threads(ir.threads, nest) for nest in schedule.nests]
     local = nest_names(schedule, names)
     fast = FastPath.of(ir, schedule)
-    exact = nest_blocks(ir, names, schedule, threads, local, None)
+    stored = [dataclasses.replace(nest_local, values={}, lane_misses="") for nest_local in local]
+    exact = nest_blocks(ir, names, schedule, threads, stored, None)
+    streamed = [t for nest in schedule.nests if nest.elements for t in nest.streamed]
     if fast.pays:
-        lines = [*fast.comment(), "misses = np.int32(0)",
+        lines = [*fast.comment(1 + bool(streamed)), "misses = np.int32(0)",
                  *nest_blocks(ir, names, schedule, threads, local, fast),
-                 "if misses < INF_BITS:", INDENT + "return", *EXACT_LOOP_COMMENT, *exact]
+                 "if misses < INF_BITS:", INDENT + "return"]
+    else:
+        lines = [*EXACT_LOOP_COMMENT, *nest_blocks(ir, names, schedule, threads, local, None),
+                 "return"]
+    if streamed:
+        checks = [f"line_aligned({names[t]})" for t in streamed]
+        condition = [f"if {checks[0]}" + ("" if len(checks) > 1 else ":"),
+                     *(f"{INDENT * 2}and {check}" for check in checks[1:])]
+        if len(checks) > 1:
+            condition = [f"if ({checks[0]}", *condition[1:-1], condition[-1] + "):"]
+        lines = [*STREAMED_COMMENT, *condition, *(INDENT + line for line in lines),
+                 *EXACT_LOOP_COMMENT, *exact]
+    elif fast.pays:
+        lines = [*lines, *EXACT_LOOP_COMMENT, *exact]
     else:
         lines = exact
     lines = allocations(ir, names, schedule, threads, local) + lines
@@ -214,6 +237,8 @@ class NestNames:
     slices: dict
     accumulators: dict                 # rows nests: a reduction's register, if stored too
     unrolled: dict                     # unrolled rows: (tensor, row) -> row's temporary
+    values: dict                       # streamed nests: output -> its value, stream_store'd
+    lane_misses: str                   # ... with short rows: the fast loop's checks per lane
 
 
 def nest_names(schedule: Schedule, names: dict[int, str]) -> list[NestNames]:
@@ -234,12 +259,15 @@ def nest_names(schedule: Schedule, names: dict[int, str]) -> list[NestNames]:
         stored = [op.output for op in nest.ops if op.reduction and op.output in nest.writes
                   and nest.kind == "rows"]
         temporaries = [op.output for op in nest.ops if op.output not in nest.writes]
+        short_rows = nest.streamed and nest.loops.sizes[-1] < LANE_CHECKS_BELOW
         result.append(NestNames({t: fresh(f"{names[t]}_buf") for t in crossing},
                                 {t: fresh(f"{names[t]}_rows") for t, _ in nest.periodic},
                                 {t: fresh(f"{names[t]}_t") for t in dict.fromkeys(sliced)},
                                 {t: fresh(f"{names[t]}_acc") for t in stored},
                                 {(t, row): fresh(f"{names[t]}_r{row}") for row in
-                                 range(1, nest.row_unroll) for t in temporaries}))
+                                 range(1, nest.row_unroll) for t in temporaries},
+                                {t: fresh(f"{names[t]}_value") for t in nest.streamed},
+                                fresh("lane_misses") if short_rows else ""))
     return result
 
 
@@ -309,20 +337,35 @@ def nest_blocks(ir: KernelIR, names: dict[int, str], schedule: Schedule, threads
                       *rows_nest(ir, names, nest, n, nest_local, fast)]
             continue
         depth = len(outer_levels(nest)) + 1 + (n > 1) + (nest.tile > 0)
-        bodies = loop_body(ir, names, nest, nest_local, fast, depth, nest.row_unroll or 1)
+        lanes = nest_local.lane_misses if fast and checks_in(nest, fast) else ""
+        cols = nest.loops.sizes[-1]
+        lane = f"i{len(nest.loops.sizes) - 1}" if n == 1 else \
+            f"part * {cols} + i{len(nest.loops.sizes) - 1}"
+        bodies = loop_body(ir, names, nest, nest_local, fast, depth, nest.row_unroll or 1,
+                           f"{lanes}[{lane}]" if lanes else "misses")
         if nest.row_unroll:
             loops = unrolled_nest(nest, n, bodies[0],
                                   loop_body(ir, names, nest, nest_local, fast, depth)[0])
         else:
             loops = loop_nest(ir, nest, n, names, nest_local, bodies,
                               block_checks(names, nest, fast))
-        lines += [*nest_comment(names, nest, number, n),
+        if nest_local.values:
+            loops.append(INDENT * (n > 1) + "stream_fence()")
+        lines += [*nest_comment(names, nest, number, n, bool(nest_local.values)),
                   *periodic_copies(ir, names, nest, nest_local),
                   *(f"{names[op.output]}[:] = {op.init}" for op in nest.ops
                     if op.reduction),
+                  *([f"{lanes} = stack_empty({n * cols}, np.int32)", f"{lanes}[:] = 0"]
+                    if lanes else []),
                   *loops,
+                  *([f"misses = max(misses, {lanes}.max())"] if lanes else []),
                   *(line for op in nest.ops if op.reduction for line in finish(ir, names, op))]
     return lines
+
+
+def checks_in(nest: Nest, fast: FastPath) -> bool:
+    """Whether the fast loop counts anything in `nest`."""
+    return any(op.output in fast.checked or op.node in fast.guarded for op in nest.ops)
 
 
 def bounded_length(array: str, bound: int) -> str:
@@ -513,10 +556,9 @@ def blocked_rows_nest(ir: KernelIR, names: dict[int, str], nest: Nest, threads: 
     arrays = {t: fresh_name(f"{names[t]}_rows", taken)
               for t in sorted(read_elsewhere | reduced) if t not in nest.writes}
     stride = nest.row_stride
-    row_local = NestNames({t: fresh_name(f"{n}_r", taken) for t, n in local.stages.items()},
-                          local.rows, local.slices,
-                          {**{t: names[t] for t in arrays if t in reduced}, **local.accumulators},
-                          local.unrolled)
+    row_local = dataclasses.replace(
+        local, stages={t: fresh_name(f"{n}_r", taken) for t, n in local.stages.items()},
+        accumulators={**{t: names[t] for t in arrays if t in reduced}, **local.accumulators})
     checks = fresh_name("checks", taken) if fast is not None and fast.checked else ""
     row = RowNames("i0", {**names, **{t: f"{a}[{r}]" for t, a in arrays.items()}}, row_local,
                    checks, names)
@@ -614,10 +656,11 @@ def row_names(ir: KernelIR, names: dict[int, str], nest: Nest, local: NestNames,
         def rename(name: str) -> str:
             return fresh_name(name + suffix, taken) if suffix else name
 
-        row_local = NestNames(
-            {t: rename(n) for t, n in local.stages.items()}, local.rows,
-            {t: n if nest.loops.broadcast[t][0] else rename(n) for t, n in local.slices.items()},
-            {t: rename(n) for t, n in local.accumulators.items()}, local.unrolled)
+        row_local = dataclasses.replace(
+            local, stages={t: rename(n) for t, n in local.stages.items()},
+            slices={t: n if nest.loops.broadcast[t][0] else rename(n)
+                    for t, n in local.slices.items()},
+            accumulators={t: rename(n) for t, n in local.accumulators.items()})
         row_names_ = {**names, **{t: rename(names[t]) for t in sorted(computed)}}
         checks = fresh_name("checks" + suffix, taken) if fast is not None and fast.checked \
             else ""
@@ -703,7 +746,8 @@ def statements(ir: KernelIR, nest: Nest, row: RowNames, fast: FastPath | None,
     return lines + count_misses(misses, width)
 
 
-def nest_comment(names: dict[int, str], nest: Nest, number: int, threads: int) -> list[str]:
+def nest_comment(names: dict[int, str], nest: Nest, number: int, threads: int,
+                 streamed: bool = False) -> list[str]:
     """`# Nest 2 over [1, 56, 56, 16], as [50176] in tiles of 16 rows: ADD, MUL -> out`."""
     how = f" as {list(nest.loops.sizes)}" if list(nest.loops.sizes) != list(nest.domain) else ""
     if nest.kind == "table":
@@ -724,6 +768,8 @@ def nest_comment(names: dict[int, str], nest: Nest, number: int, threads: int) -
         how += f", {nest.row_unroll} rows an iteration"
     elif nest.tile:
         how += f" in tiles of {nest.tile}, stage by stage"
+    elif streamed:
+        how += ", its outputs streamed"
     if threads > 1:
         how += f", on {threads} threads"
     ops = ", ".join(dict.fromkeys(name for op in nest.ops for name in op.source_ops)
@@ -734,6 +780,8 @@ def nest_comment(names: dict[int, str], nest: Nest, number: int, threads: int) -
 
 
 EXACT_LOOP_COMMENT = ["# Exact loop, as LiteRT computes it."]
+STREAMED_COMMENT = ["# Outputs that leave the caches anyway are stored past them (stream_store),",
+                    "# where each starts on a cache line, as the vector stores need."]
 
 
 @dataclass(frozen=True)
@@ -774,8 +822,9 @@ class FastPath:
                   if nest.kind == "rows" for stage in nest.stages for op in stage}
         return cls(dropped, checked, guarded, sum(t in passes for t in checked))
 
-    def comment(self) -> list[str]:
-        """What the fast loop leaves out and counts, as a comment above it."""
+    def comment(self, depth: int = 1) -> list[str]:
+        """What the fast loop leaves out and counts, as a comment above it, `depth` indents
+        in."""
         skipped = ["the clamps to +-FLT_MAX"] if self.dropped else []
         counted = ["inf/NaN values"] if self.checked else []
         if self.guarded:
@@ -785,7 +834,7 @@ class FastPath:
                 "magnitude() (the bits of |value|) of the values it checks; it reaches INF_BITS "
                 f"with any of the {' and '.join(counted)} for which the fast loop could differ "
                 "from LiteRT, and then the exact loop runs instead.")
-        return ["# " + line for line in textwrap.wrap(text, LINE_LIMIT - 2 - len(INDENT))]
+        return ["# " + line for line in textwrap.wrap(text, LINE_LIMIT - 2 - len(INDENT) * depth)]
 
     @property
     def pays(self) -> bool:
@@ -835,7 +884,8 @@ def loop_nest(ir: KernelIR, nest: Nest, threads: int, names: dict[int, str], loc
                          f"min({first} + {nest.row_block}, {nest.loops.sizes[0]})):")
             depth += 1
         elif level == 0 and threads > 1:
-            step = -(-n // threads)
+            unit = LANES if nest.streamed and level == inner else 1   # parts of whole vectors
+            step = -(-n // (threads * unit)) * unit
             lines += [f"{pad}for part in prange({threads}):",
                       *(pad + INDENT + line for line in tile_allocations(ir, nest, local)),
                       f"{pad}{INDENT}for {name} in range(part * {step}, "
@@ -928,12 +978,14 @@ def assignment(target: str, expr: str, width: int) -> list[str]:
 
 
 def loop_body(ir: KernelIR, names: dict[int, str], nest: Nest, local: NestNames,
-              fast: FastPath | None, body_depth: int, rows: int = 1) -> list[list[str]]:
+              fast: FastPath | None, body_depth: int, rows: int = 1,
+              misses_into: str = "misses") -> list[list[str]]:
     """Per stage, one statement per op, into a temporary named after its output tensor, or
     straight into the output or nest buffer it is written to (later uses read it back), or
-    into a tile buffer when a later stage uses it. With `fast`, the fast loop's forms and its
-    `misses` counts, one update for all. With `rows`, the statements of rows i0 .. i0 + rows - 1
-    one row after another. Lines fit in LINE_LIMIT at `body_depth` indents."""
+    into a tile buffer when a later stage uses it; a streamed output into its value, then
+    stream_store'd. With `fast`, the fast loop's forms and its counts, one update of
+    `misses_into` for all. With `rows`, the statements of rows i0 .. i0 + rows - 1 one row
+    after another. Lines fit in LINE_LIMIT at `body_depth` indents."""
     width = LINE_LIMIT - len(INDENT) * body_depth
     literals = {v.tensor: value_literal(v) for v in ir.values if v.literal is not None}
     exprs = [{**literals, **{t: element(names, nest, local, t, row) for t in nest.reads}}
@@ -956,7 +1008,7 @@ def loop_body(ir: KernelIR, names: dict[int, str], nest: Nest, local: NestNames,
                 lines.append(f"# Row i0 + {row}" if row else "# Row i0")
             lines += row_statements(ir, names, nest, local, fast, ops, row, misses, exprs[row],
                                     width)
-        bodies.append(lines + count_misses(misses, width))
+        bodies.append(lines + count_misses(misses, width, misses_into))
     return bodies
 
 
@@ -978,7 +1030,9 @@ def row_statements(ir: KernelIR, names: dict[int, str], nest: Nest, local: NestN
     lines = []
     for op in ops:
         target = local.unrolled.get((op.output, row), names[op.output])
-        if op.output in nest.writes:
+        if op.output in local.values:
+            target = local.values[op.output]
+        elif op.output in nest.writes:
             target = element(names, nest, local, op.output, row)
         elif op.output in local.stages:
             target = f"{local.stages[op.output]}[{inner}]"
@@ -990,6 +1044,9 @@ def row_statements(ir: KernelIR, names: dict[int, str], nest: Nest, local: NestN
         else:
             expr = op_expression(ir, names, op, args, bool(fast))
         lines += assignment(target, expr, width)
+        if op.output in local.values:
+            lines += wrap_call("stream_store(", [names[op.output], index(nest, op.output, row=row),
+                                                 target], ")", width=width)
         if fast and op.output in fast.checked and not (
                 nest.row_block and op.output in nest.writes):
             misses.append(f"magnitude({target})")
@@ -997,14 +1054,14 @@ def row_statements(ir: KernelIR, names: dict[int, str], nest: Nest, local: NestN
     return lines
 
 
-def count_misses(misses: list[str], width: int) -> list[str]:
-    """`misses` updated with the largest of the values `misses` lists: one int32 max per
-    element, of all the checks joined (with one update per check LLVM does not see a
-    reduction, and leaves the loop scalar)."""
+def count_misses(misses: list[str], width: int, into: str = "misses") -> list[str]:
+    """`into` (`misses`, or a lane's element of the nest's lane_misses) updated with the
+    largest of the values `misses` lists: one int32 max per element, of all the checks joined
+    (with one update per check LLVM does not see a reduction, and leaves the loop scalar)."""
     if len(misses) == 1:
-        return wrap_call("misses = max(", ["misses", *misses], ")", width=width)
+        return wrap_call(f"{into} = max(", [into, *misses], ")", width=width)
     if misses:
-        return wrap_call("misses = max(misses, max(", misses, "))", width=width)
+        return wrap_call(f"{into} = max({into}, max(", misses, "))", width=width)
     return []
 
 

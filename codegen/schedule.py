@@ -49,6 +49,7 @@ on plans without compiling, and the source text stays the cache key.
 from __future__ import annotations
 
 import math
+import platform
 from dataclasses import dataclass
 
 from .ir import IRError, KernelIR, Op, reduced_shape
@@ -103,6 +104,17 @@ UNROLL_ROWS = 4
 #: ran 2x faster for it, at np.copyto's speed (on Zen 4 it made no difference).
 UNROLL_MAX_ELEMENTS = 1 << 18
 UNROLL_MAX_SPAN = 256
+#: A nest whose float32 outputs (those no later nest reads) take this many bytes or more
+#: stores them with streaming stores (codegen.native.stream_store), past the caches: with an
+#: input as large, they leave a 32 MiB L3 anyway, and a store that misses the caches first
+#: reads the line it writes, a third of the nest's traffic. chain16 at C = 16 took 0.89x the
+#: time of normal stores at 4M elements, 0.96x at 3M, 0.99x at 2M (docs/chain_performance.md).
+#: Such a nest is plain, rows of whole vectors (the stores' alignment), without the
+#: transformations above: their blocks' checks read back what they stored, and streamed rows
+#: of C < 128 elements check per lane instead (render.LANE_CHECKS_BELOW).
+STREAM_MIN_BYTES = 8 << 20
+#: Streaming stores are x86's (`movnt`, ordered by `sfence`).
+STREAMING = platform.machine().lower() in ("x86_64", "amd64")
 
 #: Rows a rows nest takes through its passes together (its `tile` is their elements): the
 #: reductions of a row of 96-200 elements end in horizontal sums, divisions and square roots
@@ -185,6 +197,7 @@ class Nest:
     lookups: tuple[int, ...] = ()       # outputs of LUTs run as a stage of byte lookups
     padded: tuple[int, ...] = ()        # rows: the stages that run over whole vectors, and
     padding: tuple[tuple[int, str], ...] = ()  # what each row buffer holds past the row's end
+    streamed: tuple[int, ...] = ()      # outputs stored past the caches (STREAM_MIN_BYTES)
 
     @property
     def elements(self) -> int:
@@ -249,7 +262,7 @@ def plan(ir: KernelIR) -> Schedule:
         for t in writes:
             if t not in ir.outputs:
                 buffers[t] = math.prod(ir.value(t).shape)
-        nests.append(_loops(ir, key[0], ops, reads, writes))
+        nests.append(_loops(ir, key[0], ops, reads, writes, tuple(set(writes) - later)))
     return Schedule(tuple(nests), tuple(sorted(buffers.items())))
 
 
@@ -406,7 +419,8 @@ def _unique(items) -> tuple[int, ...]:
 
 
 def _loops(ir: KernelIR, domain: tuple[int, ...], ops: tuple[Op, ...], reads: tuple[int, ...],
-           writes: tuple[int, ...]) -> Nest:
+           writes: tuple[int, ...], finals: tuple[int, ...]) -> Nest:
+    """The nest of `ops`, which writes `writes`, of which no later nest reads `finals`."""
     reductions = {op.output: op for op in ops if op.reduction}
     loops = collapse(domain, {t: _squeeze(ir.value(t).shape) for t in reads}
                      | {t: _in_domain(ir, t, reductions) for t in writes})
@@ -414,6 +428,11 @@ def _loops(ir: KernelIR, domain: tuple[int, ...], ops: tuple[Op, ...], reads: tu
     tile = 0
     if any(op.reduction for op in ops):
         return Nest(domain, ops, loops, reads, writes, stages=(ops,))
+    streamed = _streamed(ir, ops, loops, sorted(finals))
+    if streamed:
+        rows = tuple(t for t, mask in loops.broadcast.items() if mask == (True, False))
+        return Nest(domain, ops, loops, reads, writes, stages=(ops,), streamed=streamed,
+                    aligned=rows if len(loops.sizes) == 2 else ())
     if _per_channel(loops):
         rows, period = loops.sizes
         constants = sum(mask == (True, False) for mask in loops.broadcast.values())
@@ -454,6 +473,23 @@ def _loops(ir: KernelIR, domain: tuple[int, ...], ops: tuple[Op, ...], reads: tu
     if len(stages) > 1 and not tile:
         tile = TILE
     return Nest(domain, ops, loops, reads, writes, tile, periodic, stages, lookups=lookups)
+
+
+def _streamed(ir: KernelIR, ops: tuple[Op, ...], loops: LoopNest,
+               finals: list[int]) -> tuple[int, ...]:
+    """The float32 `finals` a nest stores past the caches: those of a large one-stage nest
+    whose rows are whole vectors (so LLVM's vector stores start on vector boundaries), and,
+    2-D, rows of BLOCK_MIN_ROW lanes or ROW_BLOCK_OPERANDS per-channel operands (else LLVM
+    vectorises the plain nest across rows, with gathers and scatters: row tiles instead)."""
+    streamed = tuple(t for t in finals if ir.value(t).dtype == "float32")
+    rows = sum(mask == (True, False) for mask in loops.broadcast.values())
+    if (not STREAMING or loops.sizes[-1] % LANES
+            or len(loops.sizes) == 2 and loops.sizes[1] < BLOCK_MIN_ROW
+            and rows < ROW_BLOCK_OPERANDS
+            or 4 * math.prod(loops.sizes) * len(streamed) < STREAM_MIN_BYTES
+            or _lookups(ir, ops, loops, streamed) or len(_stages(ops, loops)) > 1):
+        return ()
+    return streamed
 
 
 def _byte_table(ir: KernelIR, ops: tuple[Op, ...], loops: LoopNest) -> bool:

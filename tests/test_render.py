@@ -14,6 +14,7 @@ from codegen.compile import KernelCache
 from codegen.ir import KernelIR, Op, Value
 from codegen.native import aligned_copy
 from codegen.render import FastPath, TensorTableLayout, render_kernel
+from codegen.schedule import STREAM_MIN_BYTES, STREAMING
 from conftest import builtin_interpreter, run, same_bits
 from fusion_delegate import FusionDelegate
 from perf.workloads import Workload, chain16
@@ -233,3 +234,49 @@ def test_buffers_between_nests_go_on_the_stack_within_its_budget(channels, where
                               Op(1, "MUL", (0, 2), 3, (("activation", 0),))),
                   inputs=(0, 1), outputs=(3,))
     assert f"    gate = {where}" in render_kernel(ir, LAYOUT).splitlines()
+
+
+streaming = pytest.mark.skipif(not STREAMING, reason="streaming stores are x86's")
+
+
+@streaming
+@pytest.mark.parametrize("channels, threads", [(16, 1), (16, 2), (256, 1)])
+def test_streamed_nests_match_litert_bit_for_bit(tmp_path, channels, threads):
+    """chain16 with an output of STREAM_MIN_BYTES, its output streamed, checked per lane
+    (C = 16; on two threads, each part its own lanes) or per element (C = 256): the fast loop,
+    and the exact loop for an inf at the end of x (the last part's) or a NaN at its start."""
+    case = Workload(f"chain16_c{channels}", chain16, channels).case(STREAM_MIN_BYTES // 4)
+    delegate = FusionDelegate(cache_dir=str(tmp_path), min_nodes_per_partition=1,
+                              min_speedup=0.0, num_threads=threads)
+    ours = builtin_interpreter(case.model, [delegate], num_threads=threads)
+    oracle = builtin_interpreter(case.model)
+    (kernel,) = delegate.kernels.values()
+    assert "stream_store(" in kernel.kernel.source
+    assert ("lane_misses[" in kernel.kernel.source) == (channels < 128)
+    x = case.inputs["x"]
+    inf_last, nan_first = x.copy(), x.copy()
+    inf_last.flat[-3], nan_first.flat[5] = np.inf, np.nan
+    for inputs in ([x], [inf_last], [nan_first]):
+        (got,), (want,) = run(ours, inputs), run(oracle, inputs)
+        assert same_bits(got, want)
+
+
+@streaming
+def test_a_streamed_nest_runs_the_exact_loop_into_an_output_off_a_cache_line(tmp_path):
+    """Streaming vector stores need the output on a cache line (a fault otherwise): into one
+    that is not, the kernel runs the exact loop, whose stores need no alignment."""
+    rows = -(-STREAM_MIN_BYTES // (4 * 48))
+    source, fast = per_channel_chain(rows, 48, 2)
+    assert "if line_aligned(h1):" in source and "stream_store(h1, i0 * 48 + i1, h1_value)" in fast
+    name = re.search(r"^def (\w+)\(", source, re.M).group(1)
+    kernel = KernelCache(str(tmp_path)).get(name, source)
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal(rows * 48, dtype=np.float32)
+    c0, c1 = rng.standard_normal(48, dtype=np.float32), rng.standard_normal(48, dtype=np.float32)
+    want = (x.reshape(rows, 48) * c0 + c1).ravel()
+    for offset in (0, 1, 4):
+        memory = np.empty(rows * 48 + 32, np.float32)
+        start = (-memory.ctypes.data % 64) // 4 + offset
+        out = memory[start:start + rows * 48]
+        kernel.loop(x, c0, c1, out)
+        assert same_bits(out, want), offset

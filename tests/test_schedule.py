@@ -8,8 +8,8 @@ import pytest
 from conftest import builtin_interpreter, run, same_bits
 from codegen.ir import KernelIR, Op, Value
 from codegen.render import TensorTableLayout, render_kernel
-from codegen.schedule import (ROW_COPIES_BYTES, ROW_TILE, UNROLL_MAX_ELEMENTS, UNROLL_ROWS,
-                              VECTOR_BLOCK, plan)
+from codegen.schedule import (ROW_COPIES_BYTES, ROW_TILE, STREAM_MIN_BYTES, STREAMING,
+                              UNROLL_MAX_ELEMENTS, UNROLL_ROWS, VECTOR_BLOCK, plan)
 from fusion_delegate import FusionDelegate
 from fusion_delegate.model import ModelBuilder
 
@@ -146,6 +146,28 @@ def test_short_rows_out_of_cache_stay_unrolled(channels):
     (nest,) = plan(chain(UNROLL_MAX_ELEMENTS // channels + 1, channels, 16)).nests
     assert nest.row_unroll == UNROLL_ROWS and nest.periodic == ()
     assert nest.aligned == tuple(range(1, 17))
+
+
+@pytest.mark.skipif(not STREAMING, reason="streaming stores are x86's")
+@pytest.mark.parametrize("channels, constants", [(16, 16), (64, 16), (96, 2), (256, 16)])
+def test_outputs_of_whole_vector_rows_that_leave_the_caches_are_streamed(channels, constants):
+    """From STREAM_MIN_BYTES of output on, a nest of rows of whole vectors is the plain [M, C]
+    nest (no blocks, unrolled rows or tiles), its constants read from aligned copies, its
+    output streamed; below, or with rows that end mid-vector, it is not."""
+    rows = -(-STREAM_MIN_BYTES // (4 * channels))
+    (nest,) = plan(chain(rows, channels, constants)).nests
+    assert nest.streamed == (99 + constants,) and nest.loops.sizes == (rows, channels)
+    assert nest.row_block == nest.row_unroll == nest.tile == 0 and nest.periodic == ()
+    assert nest.aligned == tuple(range(1, constants + 1))
+    assert plan(chain(rows - 1, channels, constants)).nests[0].streamed == ()
+    assert plan(chain(rows, channels + 8, constants)).nests[0].streamed == ()
+
+
+@pytest.mark.parametrize("channels, constants", [(16, 4), (32, 2)])
+def test_rows_of_one_or_two_vectors_with_few_constants_are_not_streamed(channels, constants):
+    """LLVM vectorised their plain nest across rows, with scatters: they stay row-tiled."""
+    (nest,) = plan(chain(STREAM_MIN_BYTES // (4 * channels), channels, constants)).nests
+    assert nest.streamed == () and len(nest.periodic) == constants
 
 
 def test_long_rows_and_row_statistics_are_not_row_tiled():
