@@ -430,9 +430,8 @@ def _loops(ir: KernelIR, domain: tuple[int, ...], ops: tuple[Op, ...], reads: tu
         return Nest(domain, ops, loops, reads, writes, stages=(ops,))
     streamed = _streamed(ir, ops, loops, sorted(finals))
     if streamed:
-        rows = tuple(t for t, mask in loops.broadcast.items() if mask == (True, False))
         return Nest(domain, ops, loops, reads, writes, stages=(ops,), streamed=streamed,
-                    aligned=rows if len(loops.sizes) == 2 else ())
+                    aligned=_periodic_inputs(ir, loops))
     if _per_channel(loops):
         rows, period = loops.sizes
         constants = sum(mask == (True, False) for mask in loops.broadcast.values())
@@ -449,8 +448,7 @@ def _loops(ir: KernelIR, domain: tuple[int, ...], ops: tuple[Op, ...], reads: tu
             if UNROLL_ROWS <= rows and rows * period <= UNROLL_MAX_ELEMENTS:
                 return Nest(domain, ops, loops, reads, writes, stages=(ops,),
                             row_unroll=UNROLL_ROWS)
-            periodic_rows = tuple(t for t, mask in loops.broadcast.items()
-                                  if mask == (True, False))
+            periodic_rows = _periodic_inputs(ir, loops)
             if UNROLL_ROWS <= rows and UNROLL_ROWS * period <= UNROLL_MAX_SPAN:
                 return Nest(domain, ops, loops, reads, writes, stages=(ops,),
                             row_unroll=UNROLL_ROWS, aligned=periodic_rows)
@@ -515,6 +513,16 @@ def _lookups(ir: KernelIR, ops: tuple[Op, ...], loops: LoopNest,
                  and ir.value(op.output).dtype in ("int8", "uint8")
                  and ir.value(op.inputs[0]).literal is None
                  and not any(loops.broadcast.get(op.inputs[0], ())))
+
+
+def _periodic_inputs(ir: KernelIR, loops: LoopNest) -> tuple[int, ...]:
+    """The [C] rows of a 2-D nest that are partition inputs (TFLite's, 16-byte aligned): what
+    an aligned copy is for. A buffer of an earlier nest is on a line already, and not yet
+    computed when the copies are made."""
+    if len(loops.sizes) != 2:
+        return ()
+    return tuple(t for t, mask in loops.broadcast.items()
+                 if mask == (True, False) and t in ir.inputs)
 
 
 def _per_channel(loops: LoopNest) -> bool:

@@ -201,6 +201,30 @@ def test_a_partition_of_branches_with_different_shapes_runs(cache_dir, rng):
         assert same_bits(got, want)
 
 
+@pytest.mark.skipif(not STREAMING, reason="streaming stores are x86's")
+def test_a_flat_streamed_nest_splits_between_threads_at_whole_vectors(cache_dir, rng):
+    """x * 1.5 + 0.25 over STREAM_MIN_BYTES + 48 floats on 2 threads: half of it ends mid-vector,
+    so the second thread's part starts at the next whole vector (a streaming vector store off
+    one faults). Fast loop, and the exact loop for an inf in the last part, a NaN in the first."""
+    elements = STREAM_MIN_BYTES // 4 + 48
+    b = ModelBuilder()
+    h = b.op("MUL", [b.input("x", (elements,)), b.const("scale", np.float32(1.5))], NONE)
+    b.output(b.op("ADD", [h, b.const("bias", np.float32(0.25))], NONE, name="out"))
+    model = b.to_bytes()
+    delegate = FusionDelegate(cache_dir=cache_dir, min_speedup=0.0, num_threads=2)
+    ours, oracle = builtin_interpreter(model, [delegate]), builtin_interpreter(model)
+    (kernel,) = delegate.kernels.values()
+    step = -(-elements // 32) * 16
+    assert f"for i0 in range(part * {step}, min(part * {step} + {step}, {elements})):" \
+        in kernel.kernel.source and "stream_store(" in kernel.kernel.source
+    x = rng.standard_normal(elements).astype(np.float32) * 4
+    inf_last, nan_first = x.copy(), x.copy()
+    inf_last[-1], nan_first[3] = np.inf, np.nan
+    for inputs in ([x], [inf_last], [nan_first]):
+        (got,), (want,) = run(ours, inputs), run(oracle, inputs)
+        assert same_bits(got, want)
+
+
 def per_channel_gate(shape: tuple[int, ...]) -> bytes:
     """bias + RELU6, per-channel scale, and a squeeze-excite gate LOGISTIC(s[1,1,1,C])."""
     channels = shape[-1]
