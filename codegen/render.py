@@ -768,7 +768,7 @@ def nest_comment(names: dict[int, str], nest: Nest, number: int, threads: int,
         how += f", {nest.row_unroll} rows an iteration"
     elif nest.tile:
         how += f" in tiles of {nest.tile}, stage by stage"
-    elif streamed:
+    if streamed:
         how += ", its outputs streamed"
     if threads > 1:
         how += f", on {threads} threads"
@@ -884,7 +884,7 @@ def loop_nest(ir: KernelIR, nest: Nest, threads: int, names: dict[int, str], loc
                          f"min({first} + {nest.row_block}, {nest.loops.sizes[0]})):")
             depth += 1
         elif level == 0 and threads > 1:
-            unit = LANES if nest.streamed and level == inner else 1   # parts of whole vectors
+            unit = LANES if nest.streamed and not nest.tile else 1    # parts of whole vectors
             step = -(-n // (threads * unit)) * unit
             lines += [f"{pad}for part in prange({threads}):",
                       *(pad + INDENT + line for line in tile_allocations(ir, nest, local)),
@@ -1045,8 +1045,8 @@ def row_statements(ir: KernelIR, names: dict[int, str], nest: Nest, local: NestN
             expr = op_expression(ir, names, op, args, bool(fast))
         lines += assignment(target, expr, width)
         if op.output in local.values:
-            lines += wrap_call("stream_store(", [names[op.output], index(nest, op.output, row=row),
-                                                 target], ")", width=width)
+            array, at = element_at(names, nest, local, op.output, row)
+            lines += wrap_call("stream_store(", [array, at, target], ")", width=width)
         if fast and op.output in fast.checked and not (
                 nest.row_block and op.output in nest.writes):
             misses.append(f"magnitude({target})")
@@ -1106,12 +1106,19 @@ def element(names: dict[int, str], nest: Nest, local: NestNames, tensor: int,
             row: int = 0) -> str:
     """How the loop body reads or writes one element of an array of the nest (`row` rows
     after i0's, in unrolled rows)."""
+    array, at = element_at(names, nest, local, tensor, row)
+    return f"{array}[{at}]"
+
+
+def element_at(names: dict[int, str], nest: Nest, local: NestNames, tensor: int,
+               row: int = 0) -> tuple[str, str]:
+    """element()'s array and index."""
     inner = f"i{len(nest.loops.sizes) - 1}"
     if tensor in local.rows:
-        return f"{local.rows[tensor]}[{inner}]"
+        return local.rows[tensor], inner
     if tensor in local.slices:
-        return f"{local.slices[tensor]}[{inner}]"
-    return f"{names[tensor]}[{index(nest, tensor, row=row)}]"
+        return local.slices[tensor], inner
+    return names[tensor], index(nest, tensor, row=row)
 
 
 def op_expression(ir: KernelIR, names: dict[int, str], op: Op, args: list[str],

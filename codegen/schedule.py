@@ -27,6 +27,9 @@ Within a nest, four transformations of the loops fit it to the vector registers 
 - stages: several transcendental ops run one loop each over L1-sized tiles (render.py), and
   an 8-bit table lookup among other ops runs alone over the tile, 64 bytes a step (codegen.lut).
 
+A nest whose outputs leave the caches anyway (STREAM_MIN_BYTES) stores them past the caches
+with streaming stores, where its loops can promise that every vector store starts on a vector.
+
 Reductions (codegen.ops.REDUCTIONS) add phases: a reduction is computed in the nest of its
 input's domain, accumulating, and what reads its result runs in a later phase, so nests are
 keyed by (domain, phase), phase(op) = max over its inputs of the producer's phase, + 1 past a
@@ -109,9 +112,11 @@ UNROLL_MAX_SPAN = 256
 #: input as large, they leave a 32 MiB L3 anyway, and a store that misses the caches first
 #: reads the line it writes, a third of the nest's traffic. chain16 at C = 16 took 0.89x the
 #: time of normal stores at 4M elements, 0.96x at 3M, 0.99x at 2M (docs/chain_performance.md).
-#: Such a nest is plain, rows of whole vectors (the stores' alignment), without the
-#: transformations above: their blocks' checks read back what they stored, and streamed rows
-#: of C < 128 elements check per lane instead (render.LANE_CHECKS_BELOW).
+#: Every vector store must start on a vector (the stores' alignment): such a nest is the
+#: plain nest where its rows are whole vectors, without the blocks and unrolled rows above
+#: (blocks' checks read back what they stored; streamed rows of C < 128 check per lane
+#: instead, render.LANE_CHECKS_BELOW), else its tiles (row tiles, stages) if each starts on
+#: a vector, their last stage's outputs streamed; else nothing is streamed.
 STREAM_MIN_BYTES = 8 << 20
 #: Streaming stores are x86's (`movnt`, ordered by `sfence`).
 STREAMING = platform.machine().lower() in ("x86_64", "amd64")
@@ -428,9 +433,9 @@ def _loops(ir: KernelIR, domain: tuple[int, ...], ops: tuple[Op, ...], reads: tu
     tile = 0
     if any(op.reduction for op in ops):
         return Nest(domain, ops, loops, reads, writes, stages=(ops,))
-    streamed = _streamed(ir, ops, loops, sorted(finals))
-    if streamed:
-        return Nest(domain, ops, loops, reads, writes, stages=(ops,), streamed=streamed,
+    large = _large_outputs(ir, loops, finals)
+    if large and _streams_plain(ir, ops, loops):
+        return Nest(domain, ops, loops, reads, writes, stages=(ops,), streamed=large,
                     aligned=_periodic_inputs(ir, loops))
     if _per_channel(loops):
         rows, period = loops.sizes
@@ -470,24 +475,40 @@ def _loops(ir: KernelIR, domain: tuple[int, ...], ops: tuple[Op, ...], reads: tu
     stages = _stages(ops, loops, lookups)
     if len(stages) > 1 and not tile:
         tile = TILE
-    return Nest(domain, ops, loops, reads, writes, tile, periodic, stages, lookups=lookups)
+    streamed: tuple[int, ...] = ()
+    if large and tile and not lookups and _tiles_start_on_vectors(loops, tile):
+        streamed = tuple(t for t in large if t in {op.output for op in stages[-1]})
+    return Nest(domain, ops, loops, reads, writes, tile, periodic, stages, lookups=lookups,
+                streamed=streamed)
 
 
-def _streamed(ir: KernelIR, ops: tuple[Op, ...], loops: LoopNest,
-               finals: list[int]) -> tuple[int, ...]:
-    """The float32 `finals` a nest stores past the caches: those of a large one-stage nest
-    whose rows are whole vectors (so LLVM's vector stores start on vector boundaries), and,
-    2-D, rows of BLOCK_MIN_ROW lanes or ROW_BLOCK_OPERANDS per-channel operands (else LLVM
-    vectorises the plain nest across rows, with gathers and scatters: row tiles instead)."""
-    streamed = tuple(t for t in finals if ir.value(t).dtype == "float32")
-    rows = sum(mask == (True, False) for mask in loops.broadcast.values())
-    if (not STREAMING or loops.sizes[-1] % LANES
-            or len(loops.sizes) == 2 and loops.sizes[1] < BLOCK_MIN_ROW
-            and rows < ROW_BLOCK_OPERANDS
-            or 4 * math.prod(loops.sizes) * len(streamed) < STREAM_MIN_BYTES
-            or _lookups(ir, ops, loops, streamed) or len(_stages(ops, loops)) > 1):
+def _large_outputs(ir: KernelIR, loops: LoopNest, finals: tuple[int, ...]) -> tuple[int, ...]:
+    """The float32 `finals` of a nest, if together STREAM_MIN_BYTES or more: what it may
+    stream."""
+    large = tuple(t for t in sorted(finals) if ir.value(t).dtype == "float32")
+    if not STREAMING or 4 * math.prod(loops.sizes) * len(large) < STREAM_MIN_BYTES:
         return ()
-    return streamed
+    return large
+
+
+def _streams_plain(ir: KernelIR, ops: tuple[Op, ...], loops: LoopNest) -> bool:
+    """Whether the nest streams as the plain nest: one stage, rows of whole vectors (so LLVM's
+    vector stores start on vector boundaries), and, 2-D, rows of BLOCK_MIN_ROW lanes or
+    ROW_BLOCK_OPERANDS per-channel operands (else LLVM vectorises it across rows, with gathers
+    and scatters: such a nest streams from row tiles)."""
+    constants = sum(mask == (True, False) for mask in loops.broadcast.values())
+    lookups = _lookups(ir, ops, loops, tuple(op.output for op in ops))
+    return not (loops.sizes[-1] % LANES or lookups or len(_stages(ops, loops)) > 1
+                or len(loops.sizes) == 2 and loops.sizes[1] < BLOCK_MIN_ROW
+                and constants < ROW_BLOCK_OPERANDS)
+
+
+def _tiles_start_on_vectors(loops: LoopNest, tile: int) -> bool:
+    """Whether every tile starts on a whole vector: the tiles of a flat nest are whole vectors
+    (or there is one), the rows of a deeper one are."""
+    if len(loops.sizes) > 1:
+        return loops.sizes[-1] % LANES == 0 and tile % LANES == 0
+    return tile % LANES == 0 or tile >= loops.sizes[0]
 
 
 def _byte_table(ir: KernelIR, ops: tuple[Op, ...], loops: LoopNest) -> bool:

@@ -17,7 +17,7 @@ from codegen.render import FastPath, TensorTableLayout, render_kernel
 from codegen.schedule import STREAM_MIN_BYTES, STREAMING
 from conftest import builtin_interpreter, run, same_bits
 from fusion_delegate import FusionDelegate
-from perf.workloads import Workload, chain16, se_gate
+from perf.workloads import Workload, bias_relu6_scale, chain16, se_gate
 
 LAYOUT = TensorTableLayout(context_tensors_offset=16, tensor_size=112, tensor_data_offset=8)
 SHAPE = (4, 8)
@@ -240,15 +240,17 @@ streaming = pytest.mark.skipif(not STREAMING, reason="streaming stores are x86's
 
 
 @streaming
-@pytest.mark.parametrize("workload, channels, threads", [(chain16, 16, 1), (chain16, 16, 2),
-                                                         (chain16, 256, 1), (se_gate, 64, 1)])
+@pytest.mark.parametrize("workload, channels, threads", [
+    (chain16, 16, 1), (chain16, 16, 2), (chain16, 256, 1), (se_gate, 64, 1),
+    (bias_relu6_scale, 24, 2)])
 def test_streamed_nests_match_litert_bit_for_bit(tmp_path, workload, channels, threads):
     """chain16 with an output of STREAM_MIN_BYTES, its output streamed, checked per lane
-    (C = 16; on two threads, each part its own lanes) or per element (C = 256), and a
+    (C = 16; on two threads, each part its own lanes) or per element (C = 256), a
     squeeze-excite gate (its streamed nest reads the gate's buffer; its LOGISTIC as the builtin
-    kernel computes it, precision="exact"): the fast loop, and the exact loop for an inf at the end of x (the last part's) or a NaN at its start."""
+    kernel computes it, precision="exact") and row tiles on two threads (C = 24): the fast loop,
+    and the exact loop for an inf at the end of x (the last part's) or a NaN at its start."""
     case = Workload(f"{workload.__name__}_c{channels}", workload, channels).case(
-        STREAM_MIN_BYTES // 4)
+        STREAM_MIN_BYTES // 4 + channels)             # whole rows, STREAM_MIN_BYTES or more
     delegate = FusionDelegate(cache_dir=str(tmp_path), min_nodes_per_partition=1,
                               min_speedup=0.0, num_threads=threads, precision="exact")
     ours = builtin_interpreter(case.model, [delegate], num_threads=threads)
