@@ -188,28 +188,23 @@ def render_kernel(ir: KernelIR, layout: TensorTableLayout) -> str:
     threads = [parallel_threads(ir.threads, nest) for nest in schedule.nests]
     local = nest_names(schedule, names)
     fast = FastPath.of(ir, schedule)
-    stored = [dataclasses.replace(nest_local, values={}, lane_misses="") for nest_local in local]
-    exact = nest_blocks(ir, names, schedule, threads, stored, None)
+    unstreamed = [dataclasses.replace(nest_local, values={}, lane_misses="")
+                  for nest_local in local]
+    exact = nest_blocks(ir, names, schedule, threads, unstreamed, None)
     streamed = [t for nest in schedule.nests if nest.elements for t in nest.streamed]
     if fast.pays:
-        lines = [*fast.comment(1 + bool(streamed)), "misses = np.int32(0)",
+        first = [*fast.comment(1 + bool(streamed)), "misses = np.int32(0)",
                  *nest_blocks(ir, names, schedule, threads, local, fast),
                  "if misses < INF_BITS:", INDENT + "return"]
-    else:
-        lines = [*EXACT_LOOP_COMMENT, *nest_blocks(ir, names, schedule, threads, local, None),
+    elif streamed:
+        first = [*EXACT_LOOP_COMMENT, *nest_blocks(ir, names, schedule, threads, local, None),
                  "return"]
-    if streamed:
-        checks = [f"line_aligned({names[t]})" for t in streamed]
-        condition = [f"if {checks[0]}" + ("" if len(checks) > 1 else ":"),
-                     *(f"{INDENT * 2}and {check}" for check in checks[1:])]
-        if len(checks) > 1:
-            condition = [f"if ({checks[0]}", *condition[1:-1], condition[-1] + "):"]
-        lines = [*STREAMED_COMMENT, *condition, *(INDENT + line for line in lines),
-                 *EXACT_LOOP_COMMENT, *exact]
-    elif fast.pays:
-        lines = [*lines, *EXACT_LOOP_COMMENT, *exact]
     else:
-        lines = exact
+        first = []
+    if streamed:
+        first = [*STREAMED_COMMENT, *all_line_aligned([names[t] for t in streamed]),
+                 *(INDENT + line for line in first)]
+    lines = [*first, *EXACT_LOOP_COMMENT, *exact] if first else exact
     lines = allocations(ir, names, schedule, threads, local) + lines
     parallel = ", parallel=True" if max(threads, default=1) > 1 else ""
     signature = "void(" + ", ".join(f"{ir.value(t).dtype}[::1]" for t in memory) + ")"
@@ -223,6 +218,15 @@ def render_kernel(ir: KernelIR, layout: TensorTableLayout) -> str:
         *tables(ir, names, schedule), "", *kernel, "", "",
         *entry_point(ir, names, memory, layout), ""]
     return "\n".join(lines)
+
+
+def all_line_aligned(arrays: list[str]) -> list[str]:
+    """`if line_aligned(a) and line_aligned(b) ...:`, a condition per line."""
+    checks = [f"line_aligned({array})" for array in arrays]
+    if len(checks) == 1:
+        return [f"if {checks[0]}:"]
+    return [f"if ({checks[0]}", *(f"{INDENT * 2}and {check}" for check in checks[1:-1]),
+            f"{INDENT * 2}and {checks[-1]}):"]
 
 
 @dataclass(frozen=True)
@@ -337,12 +341,13 @@ def nest_blocks(ir: KernelIR, names: dict[int, str], schedule: Schedule, threads
                       *rows_nest(ir, names, nest, n, nest_local, fast)]
             continue
         depth = len(outer_levels(nest)) + 1 + (n > 1) + (nest.tile > 0)
-        lanes = nest_local.lane_misses if fast and checks_in(nest, fast) else ""
-        cols = nest.loops.sizes[-1]
-        lane = f"i{len(nest.loops.sizes) - 1}" if n == 1 else \
-            f"part * {cols} + i{len(nest.loops.sizes) - 1}"
+        lanes, cols = "", nest.loops.sizes[-1]
+        misses_into = "misses"
+        if fast and nest_local.lane_misses and checks_in(nest, fast):
+            lanes, inner = nest_local.lane_misses, f"i{len(nest.loops.sizes) - 1}"
+            misses_into = f"{lanes}[{inner if n == 1 else f'part * {cols} + {inner}'}]"
         bodies = loop_body(ir, names, nest, nest_local, fast, depth, nest.row_unroll or 1,
-                           f"{lanes}[{lane}]" if lanes else "misses")
+                           misses_into)
         if nest.row_unroll:
             loops = unrolled_nest(nest, n, bodies[0],
                                   loop_body(ir, names, nest, nest_local, fast, depth)[0])
