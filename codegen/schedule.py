@@ -573,7 +573,8 @@ def _stages(ops: tuple[Op, ...], loops: LoopNest,
     groups: list[list[Op]] = [[]]
     for op in ops:
         last = groups[-1][-1] if groups[-1] else None
-        if last is not None and (last.node in expensive or last.output in lookups or op.output in lookups):
+        if last is not None and (last.node in expensive or last.output in lookups
+                                 or op.output in lookups):
             groups.append([])
         groups[-1].append(op)
     return tuple(tuple(group) for group in groups)

@@ -192,28 +192,43 @@ class FusionDelegate(SimpleDelegate):
                 f"{len(self.last_partitions)} partitions")
 
 
-def plan_nodes(context: Context) -> dict[int, tuple[set[int], set[int], bool]]:
-    """The non-constant inputs, the outputs and whether it is ELEMENTWISE, of each node of the
-    plan that reads a tensor computed at run time (a DEQUANTIZE of float16 weights does not:
-    XNNPACK folds it into the weights once)."""
+@dataclass(frozen=True)
+class PlanNode:
+    """A node of the execution plan as cut_around sees it."""
+    inputs: set[int]           # its tensors computed at run time
+    outputs: set[int]
+    elementwise: bool
+    position: int              # in the plan
+
+
+def plan_nodes(context: Context) -> dict[int, PlanNode]:
+    """Each node of the plan that reads a tensor computed at run time (a DEQUANTIZE of float16
+    weights does not: XNNPACK folds it into the weights once)."""
     nodes = {}
-    for index in context.execution_plan():
+    for position, index in enumerate(context.execution_plan()):
         node = context.node(index)
         inputs = {t for t in node.inputs if t >= 0 and not context.tensor(t).is_constant}
         if inputs:
-            nodes[index] = (inputs, set(node.outputs), op_name(node) in ELEMENTWISE)
+            nodes[index] = PlanNode(inputs, set(node.outputs), op_name(node) in ELEMENTWISE,
+                                    position)
     return nodes
 
 
-def cut_around(partition: Partition, nodes: dict[int, tuple[set[int], set[int], bool]]) -> Cut:
+def cut_around(partition: Partition, nodes: dict[int, PlanNode]) -> Cut:
     """What is beside the partition (`nodes`: plan_nodes): the nodes outside it that make one
-    of its inputs or read one of its outputs."""
-    beside = [elementwise for index, (inputs, outputs, elementwise) in nodes.items()
-              if index not in partition.nodes and (outputs.intersection(partition.inputs)
-                                                   or inputs.intersection(partition.outputs))]
+    of its inputs or read one of its outputs. An elementwise one runs right before or after
+    the partition (Cut.ELEMENTWISE), or apart from it (Cut.APART: a squeeze-excite's gate MUL
+    reads the swish its partition computes, but after the excite's convolutions)."""
+    positions = [nodes[n].position for n in partition.nodes if n in nodes]
+    ends = (min(positions, default=-2) - 1, max(positions, default=-2) + 1)
+    beside = [node for index, node in nodes.items()
+              if index not in partition.nodes and (node.outputs & set(partition.inputs)
+                                                   or node.inputs & set(partition.outputs))]
     if not beside:
         return Cut.NONE
-    return Cut.ELEMENTWISE if any(beside) else Cut.HEAVY
+    if any(node.elementwise and node.position in ends for node in beside):
+        return Cut.ELEMENTWISE
+    return Cut.APART if any(node.elementwise for node in beside) else Cut.HEAVY
 
 
 def cost_keys(ir: KernelIR) -> list[tuple[str, int, int]]:

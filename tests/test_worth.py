@@ -8,9 +8,11 @@ import pytest
 from codegen.ops import OPS, TRANSCENDENTAL
 from conftest import builtin_interpreter
 from fusion_delegate import FusionDelegate, worth
+from fusion_delegate.context import Partition
+from fusion_delegate.fusion import PlanNode, cut_around
 from fusion_delegate.demo import build_demo_model
-from fusion_delegate.worth import (APPROXIMATED_OPS, QUANTIZED_OPS, CostModel, CostModelError,
-                                   Prediction, load_cost_model, predict)
+from fusion_delegate.worth import (APPROXIMATED_OPS, CACHED_ELEMENTS, QUANTIZED_OPS, CostModel,
+                                   CostModelError, Cut, Prediction, load_cost_model, predict)
 from perf.calibrate import add_chain, conv_sandwich
 
 ARITHMETIC_CHAIN = ["ADD", "MUL", "SUB", "MUL", "ADD", "DIV", "ADD", "MUL", "SUB", "ADD"]
@@ -198,3 +200,26 @@ def test_a_partition_that_is_the_whole_model_cuts_nothing():
     assert whole.litert_us == cut.litert_us
     assert math.isclose(cut.fused_us - whole.fused_us,
                         model.costs(1).split.us(n, model.breaks))
+
+
+def test_an_elementwise_neighbour_apart_from_the_partition_prices_its_cut_by_size():
+    """A partition of nodes 5, 6 (plan positions 5, 6) writing tensor 20: an elementwise op
+    that reads it next prices the cut as `split`; one that reads it later (after a
+    convolution, as a squeeze-excite's gate MUL) as `split` while the tensor stays in L2 and
+    `split_heavy` beyond; convolutions alone as `split_heavy`."""
+    partition = Partition((5, 6), (10,), (20,))
+
+    def around(*neighbours: tuple[int, bool]) -> Cut:
+        nodes = {5: PlanNode({10}, {11}, True, 5), 6: PlanNode({11}, {20}, True, 6)}
+        nodes.update({i: PlanNode({20}, {30 + i}, elementwise, i)
+                      for i, elementwise in neighbours})
+        return cut_around(partition, nodes)
+
+    assert around((7, True), (9, False)) is Cut.ELEMENTWISE
+    assert around((7, False), (9, True)) is Cut.APART
+    assert around((7, False)) is Cut.HEAVY
+    assert cut_around(partition, {5: PlanNode({10}, {11}, True, 5)}) is Cut.NONE
+    model = load_cost_model()
+    costs = model.costs(1)
+    for n, line in ((CACHED_ELEMENTS, costs.split), (4 * CACHED_ELEMENTS, costs.split_heavy)):
+        assert Cut.APART.us(costs, n, model.breaks) == line.us(n, model.breaks)
