@@ -142,14 +142,16 @@ def stream_store(typingctx, array, index, value):
     the alignment of a cache line, so that LLVM's vectoriser may make aligned streaming vector
     stores of it (it makes none of a store it knows less aligned): only a schedule's `streamed`
     nest uses it, whose rows start on whole vectors, and the kernel runs such a nest only when
-    `line_aligned` says the array starts on a line."""
+    `line_aligned` says the array starts on a line. The value is cast to the array's dtype,
+    as `array[index] = value` would."""
     def codegen(context, builder, signature, args):
         target = context.make_array(signature.args[0])(context, builder, args[0])
-        store = builder.store(args[2], builder.gep(target.data, [args[1]]), align=CACHE_LINE)
+        element = context.cast(builder, args[2], signature.args[2], signature.args[0].dtype)
+        store = builder.store(element, builder.gep(target.data, [args[1]]), align=CACHE_LINE)
         store.set_metadata("nontemporal", builder.module.add_metadata([ir.IntType(32)(1)]))
         return context.get_dummy_value()
     if not (isinstance(array, types.Array) and array.layout == "C" and array.ndim == 1
-            and isinstance(index, types.Integer) and value == array.dtype):
+            and isinstance(index, types.Integer) and isinstance(value, types.Number)):
         return None
     return types.void(array, index, value), codegen
 

@@ -12,7 +12,7 @@ from numba import njit
 
 from codegen.compile import KernelCache
 from codegen.ir import KernelIR, Op, Value
-from codegen.native import aligned_copy
+from codegen.native import aligned_copy, line_aligned, stream_fence, stream_store
 from codegen.render import FastPath, TensorTableLayout, render_kernel
 from codegen.schedule import STREAM_MIN_BYTES, STREAMING
 from conftest import builtin_interpreter, run, same_bits
@@ -286,3 +286,23 @@ def test_a_streamed_nest_runs_the_exact_loop_into_an_output_off_a_cache_line(tmp
         out = memory[start:start + rows * 48]
         kernel.loop(x, c0, c1, out)
         assert same_bits(out, want), offset
+
+
+@njit
+def streamed_halves(out):
+    """out[i] = i / 2 with stream_store, from a float64 value, if `out` starts on a line."""
+    if not line_aligned(out):
+        return False
+    for i in range(out.shape[0]):
+        stream_store(out, i, np.float64(i) * 0.5)
+    stream_fence()
+    return True
+
+
+@streaming
+def test_stream_store_casts_its_value_and_line_aligned_finds_the_line():
+    memory = np.zeros(64 + 32, np.float32)
+    start = (-memory.ctypes.data % 64) // 4
+    assert streamed_halves(memory[start:start + 64])
+    assert np.array_equal(memory[start:start + 64], np.arange(64, dtype=np.float32) / 2)
+    assert not streamed_halves(memory[start + 1:start + 33])
