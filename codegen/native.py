@@ -142,8 +142,8 @@ def stream_store(typingctx, array, index, value):
     the alignment of a cache line, so that LLVM's vectoriser may make aligned streaming vector
     stores of it (it makes none of a store it knows less aligned): only a schedule's `streamed`
     nest uses it, whose inner loops (rows, tiles, threads' parts) all start on whole vectors,
-    and the kernel runs such a nest only when `line_aligned` says the array starts on a line. The value is cast to the array's dtype,
-    as `array[index] = value` would."""
+    and the kernel runs such a nest only when `line_aligned` says the array starts on a line.
+    The value is cast to the array's dtype, as `array[index] = value` would."""
     def codegen(context, builder, signature, args):
         target = context.make_array(signature.args[0])(context, builder, args[0])
         element = context.cast(builder, args[2], signature.args[2], signature.args[0].dtype)

@@ -221,9 +221,9 @@ def cut_around(partition: Partition, nodes: dict[int, PlanNode]) -> Cut:
     reads the swish its partition computes, but after the excite's convolutions)."""
     positions = [nodes[n].position for n in partition.nodes if n in nodes]
     ends = (min(positions, default=-2) - 1, max(positions, default=-2) + 1)
-    beside = [node for index, node in nodes.items()
-              if index not in partition.nodes and (node.outputs & set(partition.inputs)
-                                                   or node.inputs & set(partition.outputs))]
+    inputs, outputs = set(partition.inputs), set(partition.outputs)
+    beside = [node for index, node in nodes.items() if index not in partition.nodes
+              and (node.outputs & inputs or node.inputs & outputs)]
     if not beside:
         return Cut.NONE
     if any(node.elementwise and node.position in ends for node in beside):
