@@ -373,6 +373,38 @@ def write_model(model: Model) -> bytes:
     return bytes(builder.Output())
 
 
+def boundary(graph: Subgraph, operators: list[int]) -> tuple[list[int], list[int]]:
+    """(inputs, outputs) of some of `graph`'s operators, as tensor indices of `graph`: what
+    they read and no operator of theirs makes (constants aside); what they make and something
+    else reads, or the graph outputs, or nothing reads."""
+    readers: dict[int, set[int]] = {}
+    for i, op in enumerate(graph.operators):
+        for t in op.inputs:
+            readers.setdefault(t, set()).add(i)
+    inside = set(operators)
+    made = [t for i in sorted(inside) for t in graph.operators[i].outputs]
+    read = [t for i in sorted(inside) for t in graph.operators[i].inputs if t >= 0]
+    inputs = [t for t in dict.fromkeys(read) if t not in made and graph.tensors[t].data is None]
+    outputs = [t for t in made if t in graph.outputs or not readers.get(t, set()) <= inside
+               or not readers.get(t)]
+    return inputs, outputs
+
+
+def extract(graph: Subgraph, operators: list[int]) -> Model:
+    """A model of some of `graph`'s operators, in graph order, with their `boundary` as its
+    inputs and outputs (constants stay constants): to time a few nodes with their neighbours,
+    away from the rest of the model."""
+    chosen = [graph.operators[i] for i in sorted(set(operators))]
+    inputs, outputs = boundary(graph, operators)
+    used = [t for op in chosen for t in (*op.inputs, *op.outputs) if t >= 0]
+    index = {t: k for k, t in enumerate(dict.fromkeys(used))}
+    return Model([Subgraph(
+        [graph.tensors[t] for t in index],
+        [Operator(op.op, [index.get(t, -1) for t in op.inputs], [index[t] for t in op.outputs],
+                  op.options, op.options_type, op.custom_code, op.version) for op in chosen],
+        [index[t] for t in inputs], [index[t] for t in outputs], graph.name)])
+
+
 def save_model(model: Model, path: str | os.PathLike) -> None:
     """Write atomically, so a crash never leaves a half-written model behind."""
     data = write_model(model)

@@ -5,8 +5,9 @@ under LiteRT's default path (XNNPACK, `OpResolverType.AUTO`) and under the same 
 `FusionDelegate()` with its default options, in interleaved rounds (perf/timing.py), median per
 invoke, at each thread count. Then, per partition: every partition the delegate claims with
 `min_speedup=0`, the cost model's predicted speedup (what the default options decide on, from
-`delegate.predictions`) against the measured gain of claiming only that partition (the model's
-time without the delegate / with only that partition claimed, through `exclude_nodes`).
+`delegate.predictions`) against the measured gain of claiming it, timed in its neighbourhood: a
+model of the partition's nodes, the nodes making their inputs and those reading their outputs
+(`fusion_delegate.model.extract`), without the delegate / with only that partition claimed.
 
 Writes a fixed-width table to stdout and perf/MODELS.md (`--out`), with the machine.
 """
@@ -31,7 +32,9 @@ import numpy as np  # noqa: E402
 from ai_edge_litert.interpreter import Interpreter, OpResolverType  # noqa: E402
 
 from fusion_delegate import FusionDelegate  # noqa: E402
+from fusion_delegate.model import Subgraph, boundary, extract, read_model, write_model  # noqa: E402
 from fusion_delegate.options import FusionOptions  # noqa: E402
+from fusion_delegate.worth import MIN_SAVING_US  # noqa: E402
 from fusion_delegate.tools.runner import random_inputs, set_inputs  # noqa: E402
 from perf.suite import cpu_info, fixed_width, markdown, versions  # noqa: E402
 from perf.timing import MIN_ROUNDS, Samples, interleaved  # noqa: E402
@@ -40,6 +43,9 @@ CORPUS = Path(os.environ.get("FUSION_CORPUS_DIR") or ROOT / "tests" / "models" /
 MIN_SPEEDUP = FusionOptions().min_speedup      # what the default options claim from
 LITERT, LITERT_TWIN, DELEGATE = "litert_default", "litert_twin", "delegate_defaults"
 NONE, TWIN = "none", "none_twin"
+#: Either decision on a partition saving less than this is a tie (a squeeze-excite's swish of
+#: a few elements): a model invoke costs more than its variation here.
+TIE_US = 0.1
 
 
 @dataclass(frozen=True)
@@ -47,8 +53,7 @@ class Config:
     rounds: int                 # at most; the budget stops a case after MIN_ROUNDS
     batch_seconds: float        # a model invoke is longer: one invoke per batch
     model_seconds: float        # timing budget per model and thread count
-    chunk_seconds: float        # per chunk of partitions
-    chunk: int                  # partitions timed together, beside the model without any
+    partition_seconds: float    # timing budget per partition, in its neighbourhood
 
 
 # ------------------------------------------------------------------------------ interpreters
@@ -131,8 +136,10 @@ class PartitionResult:
     ops: tuple[str, ...]
     predicted: float | None         # litert_us / fused_us from the cost model; None: unknown
     predicted_saving_us: float | None
+    claimed: bool | None            # by the default options (Prediction.pays); None: unknown
     times: dict[str, Samples] = field(default_factory=dict)  # NONE, TWIN, "only" this partition
     note: str = ""
+    context: int = 0                # nodes of its neighbourhood, where it is timed
 
     @property
     def baseline(self) -> float:
@@ -150,32 +157,43 @@ class PartitionResult:
 
     @property
     def noise_us(self) -> float | None:
-        """What the measurement cannot tell apart: the larger of half the interquartile range
-        of the no-delegate rounds and the difference between the two no-delegate interpreters,
-        which differ only in where their memory landed (1-2% of a model's time here)."""
+        """What the measurement cannot tell apart: the largest of half the interquartile range
+        of the no-delegate rounds, the difference between the two no-delegate interpreters
+        (they differ only in where their memory landed) and TIE_US."""
         if not self.times:
             return None
         none, twin = self.times[NONE], self.times[TWIN]
-        return max(none.spread * none.median / 2, abs(none.median - twin.median)) * 1e6
+        return max(none.spread * none.median / 2, abs(none.median - twin.median),
+                   TIE_US * 1e-6) * 1e6
 
     @property
     def right(self) -> bool | None:
         """The default options' decision agrees with the measurement."""
         if self.predicted is None or self.gain is None:
             return None
-        return (self.predicted >= MIN_SPEEDUP) == (self.gain > 1.0)
+        return self.claimed == (self.gain > 1.0)
 
 
-def only(delegate_nodes: set[int], keep: tuple[int, ...]) -> FusionDelegate:
-    """A delegate that may claim only `keep`: every other claimable node is excluded."""
-    excluded = sorted(delegate_nodes - set(keep))
-    return FusionDelegate(min_speedup=0.0, exclude_nodes=",".join(map(str, excluded)))
+def neighbourhood(graph: Subgraph, nodes: tuple[int, ...]) -> list[int]:
+    """The partition's nodes, the nodes that make their inputs and those that read their
+    outputs: the ops whose cost claiming the partition changes (the cut of XNNPACK's
+    partition around it included)."""
+    maker = {t: i for i, op in enumerate(graph.operators) for t in op.outputs}
+    around = set(nodes)
+    for i in nodes:
+        op = graph.operators[i]
+        around |= {maker[t] for t in op.inputs if t in maker}
+        around |= {j for j, other in enumerate(graph.operators)
+                   if set(other.inputs) & set(op.outputs)}
+    return sorted(around)
 
 
 def time_partitions(model: dict, data: bytes, threads: int,
                     config: Config) -> list[PartitionResult]:
-    """Each partition claimed at min_speedup=0, alone, against the model without the delegate,
-    in chunks of `config.chunk` partitions timed in the same rounds as that baseline."""
+    """Each partition the delegate claims at min_speedup=0, timed in its neighbourhood (a
+    model of its nodes and their neighbours): LiteRT default alone (two twins) against the same
+    with only the partition claimed. In the whole model a partition's saving is 0.1-1% of the
+    time, below what where the interpreter's memory landed moves it by (1-3%)."""
     everything = FusionDelegate(min_speedup=0.0)
     try:
         interpreter(data, threads, everything)
@@ -184,36 +202,61 @@ def time_partitions(model: dict, data: bytes, threads: int,
     except Exception as error:  # noqa: BLE001 - the models table reports it
         print(f"  {model['id']}: partitions skipped: {type(error).__name__}", file=sys.stderr)
         return []
-    claimable = {c.index for c in everything.claims.values() if c.reason is None}
+    graph = read_model(data).subgraphs[0]       # the interpreter's primary subgraph
+    if len(graph.operators) != len(everything.last_plan):
+        print(f"  {model['id']}: partitions skipped: the delegate's nodes are not those of the "
+              f"primary subgraph", file=sys.stderr)
+        return []
+    values = activations(data, model)
     results = []
     for partition in everything.last_partitions:
         prediction = judge.predictions.get(partition.nodes)
         known = prediction is not None and math.isfinite(prediction.speedup)
-        results.append(PartitionResult(
+        result = PartitionResult(
             model["id"], threads, partition.nodes,
             tuple(everything.claims[n].op for n in partition.nodes),
             prediction.speedup if known else None,
-            prediction.litert_us - prediction.fused_us if known else None))
-    plain = interpreter(data, threads)
-    inputs = model_inputs(plain, model)
-    set_inputs(plain, inputs)
-    for start in range(0, len(results), config.chunk):
-        chunk = results[start:start + config.chunk]
-        twin = interpreter(data, threads)
-        set_inputs(twin, inputs)
-        methods = {NONE: plain.invoke, TWIN: twin.invoke}
-        for k, result in enumerate(chunk):
-            delegate = only(claimable, result.nodes)
-            it = interpreter(data, threads, delegate)
-            if [p.nodes for p in delegate.last_partitions] != [result.nodes]:
-                result.note = (f"alone it became {len(delegate.last_partitions)} partitions: "
-                               f"{[p.nodes for p in delegate.last_partitions]}")
-            set_inputs(it, inputs)
-            methods[str(k)] = it.invoke
-        times = interleaved(methods, config.rounds, config.batch_seconds, config.chunk_seconds)
-        for k, result in enumerate(chunk):
-            result.times = {NONE: times[NONE], TWIN: times[TWIN], "only": times[str(k)]}
+            prediction.litert_us - prediction.fused_us if known else None,
+            prediction.pays(MIN_SPEEDUP) if known else None)
+        results.append(result)
+        try:
+            time_in_neighbourhood(result, graph, values, threads, config)
+        except Exception as error:  # noqa: BLE001 - reported in the table, the run goes on
+            result.times, result.note = {}, f"{type(error).__name__}: {error}".splitlines()[0]
     return results
+
+
+def activations(data: bytes, model: dict) -> Interpreter:
+    """The model run once on the test's inputs by the builtin kernels, every tensor kept: a
+    neighbourhood's inputs are the values the model computes there (a swish of conv outputs,
+    not of the model's 0-255 pixels)."""
+    it = Interpreter(model_content=data, experimental_preserve_all_tensors=True,
+                     experimental_op_resolver_type=OpResolverType.BUILTIN_WITHOUT_DEFAULT_DELEGATES)
+    it.allocate_tensors()
+    set_inputs(it, model_inputs(it, model))
+    it.invoke()
+    return it
+
+
+def time_in_neighbourhood(result: PartitionResult, graph: Subgraph, values: Interpreter,
+                          threads: int, config: Config) -> None:
+    around = neighbourhood(graph, result.nodes)
+    data = write_model(extract(graph, around))
+    mine = [around.index(n) for n in result.nodes]
+    others = ",".join(str(k) for k in range(len(around)) if k not in mine)
+    delegate = FusionDelegate(min_speedup=0.0, exclude_nodes=others)
+    plain, twin = interpreter(data, threads), interpreter(data, threads)
+    fused = interpreter(data, threads, delegate)
+    result.context = len(around)
+    if [p.nodes for p in delegate.last_partitions] != [tuple(mine)]:
+        result.note = (f"in its neighbourhood it became "
+                       f"{[p.nodes for p in delegate.last_partitions]}")
+    inputs = [values.get_tensor(t) for t in boundary(graph, around)[0]]
+    for it in (plain, twin, fused):
+        set_inputs(it, inputs)
+    times = interleaved({NONE: plain.invoke, TWIN: twin.invoke, "only": fused.invoke},
+                        config.rounds, config.batch_seconds, config.partition_seconds)
+    result.times = {NONE: times[NONE], TWIN: times[TWIN], "only": times["only"]}
 
 
 # ----------------------------------------------------------------------------------- report
@@ -243,17 +286,17 @@ def model_rows(results: list[ModelResult]) -> list[tuple]:
     return rows
 
 
-PARTITION_COLUMNS = ("model", "nodes", "ops", "predicted", "claimed_by_default", "pred_save_us",
-                     "meas_save_us", "noise_us", "gain", "right", "note")
+PARTITION_COLUMNS = ("model", "nodes", "ops", "context", "predicted", "claimed_by_default",
+                     "pred_save_us", "meas_save_us", "noise_us", "gain", "right", "note")
 
 
 def partition_rows(results: list[PartitionResult]) -> list[tuple]:
     def number(value: float | None, form: str) -> str:
         return "n/a" if value is None else format(value, form)
 
-    return [(r.model, ",".join(map(str, r.nodes)), " ".join(r.ops),
+    return [(r.model, ",".join(map(str, r.nodes)), " ".join(r.ops), r.context,
              number(r.predicted, ".2f"),
-             "n/a" if r.predicted is None else ("yes" if r.predicted >= MIN_SPEEDUP else "no"),
+             {True: "yes", False: "no", None: "n/a"}[r.claimed],
              number(r.predicted_saving_us, ".1f"), number(r.saving_us, ".1f"),
              number(r.noise_us, ".1f"), number(r.gain, ".4f"),
              {True: "yes", False: "NO", None: "n/a"}[r.right], r.note)
@@ -289,8 +332,8 @@ def header(meta: dict) -> list[str]:
         f"per-partition section: `{meta['partition_glob']}`)",
         f"- repetitions: interleaved rounds, one invoke (or ~{r['batch_seconds'] * 1e3:g} ms) per "
         f"method per round, up to {r['rounds']} rounds (at least {min(MIN_ROUNDS, r['rounds'])}"
-        f"; ~{r['model_seconds']:g} s budget per model, ~{r['chunk_seconds']:g} s per chunk of "
-        f"{r['chunk']} partitions), median per invoke",
+        f"; ~{r['model_seconds']:g} s budget per model, ~{r['partition_seconds']:g} s per "
+        f"partition), median per invoke",
         f"- the machine is shared and noisy (1-minute load average {meta['load'][0]:.1f} at the "
         f"start, {meta['load'][1]:.1f} at the end, on {c['cores']} cores): compare ratios from "
         f"the same run, not absolute times; `iqr%` is the larger interquartile range / median "
@@ -310,18 +353,22 @@ time by this much: a speedup closer to 1 than `twins%` (a model where nothing is
 all) is not a measured difference."""
 
 PARTITION_LEGEND = f"""\
-Every partition the delegate claims with `min_speedup=0`, claimed alone (the other claimable
-nodes passed in `exclude_nodes`), LiteRT default running the rest. `predicted`: the cost
+Every partition the delegate claims with `min_speedup=0`, timed in its neighbourhood: a model
+of its nodes, the nodes that make their inputs and those that read their outputs (`context`
+nodes in all), run by LiteRT default alone and with the delegate claiming only the partition
+(the other nodes passed in `exclude_nodes`). Timed in the whole model, a partition's saving
+(0.1-1% of the model's time) is below what where the interpreter's memory landed moves it by
+(1-3%). `predicted`: the cost
 model's litert_us / fused_us for it (`delegate.predictions` of the default options; n/a where
-the cost model is unavailable); `claimed_by_default`: predicted >= {MIN_SPEEDUP:g};
-`pred_save_us`: litert_us - fused_us; `meas_save_us`: the model's median time without the
-delegate (the mean of two identical interpreters timed in the same rounds) minus with only this
-partition; `noise_us`: the larger of half the interquartile range of the no-delegate rounds and
-the difference between the two no-delegate interpreters (they differ only in where their memory
-landed, and that alone moves a model's time by 1-2%); `gain`: time without / time with only
-this partition; `right`: (predicted >= {MIN_SPEEDUP:g}) == (gain > 1). A partition is a small
-share of a model's time, so most gains are within the noise: the count where the saving
-exceeds the noise is the one to read."""
+the cost model is unavailable); `claimed_by_default`: predicted >= {MIN_SPEEDUP:g} and
+`pred_save_us` >= {MIN_SAVING_US:g} (`Prediction.pays`);
+`pred_save_us`: litert_us - fused_us; `meas_save_us`: the neighbourhood's median time without
+the delegate (the mean of two identical interpreters timed in the same rounds) minus with the
+partition claimed; `noise_us`: the largest of half the interquartile range of the no-delegate
+rounds, the difference between the two no-delegate interpreters (they differ only in where
+their memory landed) and {TIE_US:g} us (below it either decision is a tie); `gain`: time
+without / time with the partition; `right`: claimed_by_default == (gain > 1),
+counted where the saving exceeds the noise."""
 
 
 def write_report(path: Path, meta: dict, models: list[ModelResult],
@@ -373,7 +420,7 @@ def main(argv: list[str] | None = None) -> int:
     if not models:
         raise SystemExit(f"no model id matches {args.models!r}")
     config = Config(rounds=args.rounds, batch_seconds=0.002, model_seconds=6.0,
-                    chunk_seconds=4.0, chunk=8)
+                    partition_seconds=0.6)
     started, load = time.perf_counter(), os.getloadavg()[0]
     model_results: list[ModelResult] = []
     partition_results: list[PartitionResult] = []

@@ -21,6 +21,7 @@ from fusion_delegate.model import (
     Quantization,
     Subgraph,
     dtype_name,
+    extract,
     read_model,
     save_model,
     write_model,
@@ -98,6 +99,22 @@ def quantized_model() -> bytes:
     tensors[w].quantization = Quantization(np.array([0.5, 0.125], np.float32),
                                            np.zeros(2, np.int64), quantized_dimension=0)
     return write_model(model)
+
+
+def test_extracted_operators_run_alone_and_give_the_whole_models_values():
+    """MUL -> ADD -> RELU6 of small_model without the MUL: its output becomes an input, the
+    constant stays a constant, and RELU6's output, which nothing reads, the only output."""
+    graph = read_model(small_model().to_bytes()).subgraphs[0]
+    sub = extract(graph, [2, 1]).subgraphs[0]
+    assert [op.op for op in sub.operators] == ["ADD", "RELU6"]
+    assert [sub.tensors[t].name for t in sub.outputs] == ["relu6_out"]
+    x = np.array([[1.0, -2.0, 0.5], [4.0, 0.25, -1.0]], np.float32)
+    y = np.array([[0.5, 3.0, -7.0], [1.0, 2.0, 9.0]], np.float32)
+    whole = run(small_model().to_bytes(), x, y)[0]
+    c = np.array([0.5, -2.0, 3.0], np.float32)
+    inputs = {"x": x, "y": y}
+    named = [inputs.get(sub.tensors[t].name, x * c) for t in sub.inputs]
+    np.testing.assert_array_equal(run(write_model(Model([sub])), *named)[0], whole)
 
 
 def test_interpreter_tensor_details_agree_with_read_model():
