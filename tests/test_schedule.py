@@ -115,6 +115,22 @@ def test_rows_of_three_vectors_or_more_with_few_constants_run_in_row_blocks(chan
     assert beyond_l2.row_block == 0 and beyond_l2.tile > 0    # blocks ran slower at 4M
 
 
+@pytest.mark.parametrize("channels", [48, 96, 144])
+def test_int8_rows_that_are_not_whole_byte_vectors_stay_row_tiled(channels):
+    """An int8 squeeze-excite gate x[M, C] * s[C]: LLVM vectorises a row loop of int8 data 64
+    elements a step, so rows of 48 in blocks ran scalar (76800 elements: 71 us; XNNPACK 15,
+    the row tiles 10.6); row tiles are whole multiples of 64."""
+    gate = KernelIR(0, (Value(0, "x", (256, channels), dtype="int8"),
+                        Value(1, "s", (channels,), dtype="int8"),
+                        Value(2, "y", (256, channels), dtype="int8")),
+                    (Op(0, "MUL", (0, 1), 2, (("activation", 0),)),), (0, 1), (2,))
+    (nest,) = plan(gate).nests
+    assert nest.row_block == 0 and nest.tile % math.lcm(channels, VECTOR_BLOCK) == 0
+    (nest,) = plan(ir_of({0: (256, 64), 1: (64,), 2: (256, 64)}, [("MUL", (0, 1), 2)],
+                         inputs=(0, 1), outputs=(2,))).nests
+    assert nest.row_block == ROW_TILE // 64          # float32: four whole vectors a row
+
+
 @pytest.mark.parametrize("channels, constants", [(8, 16), (16, 4), (32, 4), (192, 4)])
 def test_short_rows_or_few_constants_stay_row_tiled(channels, constants):
     """Rows of one or two vectors with few constants (LLVM vectorised the loop across rows,
