@@ -5,7 +5,8 @@ partition's IR becomes one of two kernel ops (codegen.ops.KERNEL_OPS):
 - LUT, a 256-entry table indexed by the int8/uint8 operand: every unary op (DEQUANTIZE and
   int -> int QUANTIZE included) and a binary op whose other operand is one constant value. A
   LUT reading another LUT's output that nothing else reads takes the composed table, so a
-  chain of unary int8 ops costs one lookup per element;
+  chain of unary int8 ops costs one lookup per element; so does a binary op whose operands
+  are one tensor x and tables of x (an int8 swish, x * LOGISTIC(x)): it is the LUT of x;
 - QCALL, the codegen.fixedpoint helper LiteRT's kernel amounts to: binary ops of two tensors
   and QUANTIZE from float32, with their Prepare-time constants as literals. ADD, SUB and
   SQUARED_DIFFERENCE rescale each input on its own before combining them: they become three
@@ -44,7 +45,7 @@ def lower(ir: KernelIR) -> KernelIR:
         if op.output not in values:
             values[op.output] = _kernel_value(values[op.inputs[0]], op)
     ir = replace(ir, values=tuple(values.values()))
-    return replace(ir, ops=tuple(_compose(ir, ops)))
+    return replace(ir, ops=tuple(_compose(ir, _tabulate(ir, _compose(ir, ops)))))
 
 
 def _own(ir: KernelIR, op: Op, count: int) -> tuple[int, ...]:
@@ -259,6 +260,41 @@ def _compose(ir: KernelIR, ops: list[Op]) -> list[Op]:
         else:
             result.append(op)
     return result
+
+
+def _tabulate(ir: KernelIR, ops: list[Op]) -> list[Op]:
+    """A two-input QCALL whose operands are one byte tensor x and tables of x (a swish,
+    x * LOGISTIC(x)) is a function of x alone: the LUT of its 256 values, computed by the same
+    fixed-point helper on each code. A table of x that nothing else reads folds into it."""
+    made = {op.output: op for op in ops if op.op == "LUT"}
+    readers: dict[int, int] = {}
+    for op in ops:
+        for t in op.inputs:
+            readers[t] = readers.get(t, 0) + 1
+    folded: set[int] = set()
+    result = []
+    for op in ops:
+        sources = [(made[t].inputs[0], made[t]) if t in made else (t, None) for t in op.inputs]
+        x = ir.value(sources[0][0]) if sources else None
+        if (op.op != "QCALL" or len(op.inputs) != 2 or len({t for t, _ in sources}) != 1
+                or not x.quantized or not ir.value(op.output).quantized
+                or x.shape != ir.value(op.output).shape):
+            result.append(op)
+            continue
+        params = dict(op.params)
+        codes = x.quant.codes().astype(np.int64)
+        operands = [codes if lut is None else _array(ir, lut)[codes - x.quant.qmin]
+                    for _, lut in sources]
+        values = quant.call(params["call"], *[a.astype(np.int64) for a in operands],
+                            *params["args"])
+        gone = {lut.output for _, lut in sources if lut is not None
+                and readers[lut.output] == op.inputs.count(lut.output)
+                and lut.output not in ir.outputs}
+        folded |= gone
+        source = sum((dict(made[t].params)["source"] for t in sorted(gone)), ()) + params["source"]
+        table = np.asarray(values).astype(quant.NUMPY_DTYPES[ir.value(op.output).dtype])
+        result.append(_table(op, x.tensor, table, (("source", source),)))
+    return [op for op in result if op.output not in folded]
 
 
 def _array(ir: KernelIR, op: Op) -> np.ndarray:

@@ -647,14 +647,14 @@ def _on_all_pairs(parts: tuple, dtype: str) -> np.ndarray:
     """The three calls of `binary_parts` composed, on every pair of codes of `dtype`."""
     (name1, args1), (name2, args2), (name, args) = parts
     a, b = np.meshgrid(*[np.arange(*_code_range(dtype), dtype=np.int32)] * 2, indexing="ij")
-    return _call(name, _part(name1, a, args1, dtype), _part(name2, b, args2, dtype), *args)
+    return call(name, _part(name1, a, args1, dtype), _part(name2, b, args2, dtype), *args)
 
 
 def _part(name: str, codes: np.ndarray, args: tuple, dtype: str) -> np.ndarray:
     """One input's part of `binary_parts` on codes: its call, or its table's entries."""
     if name == "LUT":
         return np.array(args[0], np.int32)[codes - DTYPE_RANGES[dtype][0]]
-    return _call(name, codes, *args)
+    return call(name, codes, *args)
 
 
 def _plain_shift(args: tuple, dtype: str) -> int | None:
@@ -686,7 +686,9 @@ def _add_block_stays_in_int16(p: ArithParams, dtype: str, inputs: tuple) -> bool
                        & (raw + p.output_offset <= high)))
 
 
-def _call(name: str, *args):
+def call(name: str, *args):
+    """The codegen.fixedpoint helper `name` (or np.maximum / np.minimum) on numpy operands:
+    what a QCALL of that name computes per element."""
     function = {"np.maximum": np.maximum, "np.minimum": np.minimum}.get(name)
     with np.errstate(all="ignore"):
         return (function or getattr(fp, name))(*args)
@@ -699,7 +701,7 @@ def binary(op: str, a: np.ndarray, b: np.ndarray, prepared, dtype: str,
     name, args = binary_call(op, prepared, dtype, path)
     a = np.asarray(a).astype(np.int64)
     b = np.asarray(b).astype(np.int64)
-    out = _call(name, a, b, *args)
+    out = call(name, a, b, *args)
     return np.asarray(out).astype(NUMPY_DTYPES[dtype])
 
 
@@ -1074,7 +1076,7 @@ def dequantize(q: np.ndarray, quant: QParams | ChannelQParams | None,
         return np.asarray(fp.dequantize_per_channel(q.astype(np.int64), scales, zero_points),
                           np.float32)
     name, args = unary_call("DEQUANTIZE", quant, None, path)
-    return np.asarray(_call(name, q.astype(np.int64), *args), np.float32)
+    return np.asarray(call(name, q.astype(np.int64), *args), np.float32)
 
 
 def quantize(x: np.ndarray, quant: QParams | ChannelQParams, path: int = REFERENCE
@@ -1085,10 +1087,10 @@ def quantize(x: np.ndarray, quant: QParams | ChannelQParams, path: int = REFEREN
     qmin, qmax = DTYPE_RANGES[quant.dtype]
     if isinstance(quant, ChannelQParams):
         scales, zero_points = _channel_view(quant, x.shape)
-        out = _call("quantize_per_channel", x, scales, zero_points, qmin, qmax)
+        out = call("quantize_per_channel", x, scales, zero_points, qmin, qmax)
     else:
         name, args = unary_call("QUANTIZE", None, quant, path)
-        out = _call(name, x, *args)
+        out = call(name, x, *args)
     return np.asarray(out).astype(NUMPY_DTYPES[quant.dtype])
 
 
@@ -1102,7 +1104,7 @@ def unary_lookup(op: str, input: QParams, output: QParams | None,
         tables = []
         for path in (REFERENCE, ELEMENTWISE_BLOCK):
             name, args = unary_call(op, input, output, path)
-            values = _call(name, input.codes(), *args)
+            values = call(name, input.codes(), *args)
             tables.append(np.asarray(values).astype(np.float32 if op == "DEQUANTIZE"
                                                     else output.numpy_dtype))
         block = unary_block(op, input.dtype, "float32" if output is None else output.dtype)
