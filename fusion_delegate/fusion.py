@@ -147,7 +147,7 @@ class FusionDelegate(SimpleDelegate):
             predictions[partition.nodes] = self.predict(
                 ir, context.num_threads, cut_around(partition, neighbours))
         paying = [p for p in partitions if p.nodes in predictions
-                  and predictions[p.nodes].speedup >= self.options.min_speedup]
+                  and predictions[p.nodes].pays(self.options.min_speedup)]
         chosen = super().select_partitions(context, paying)
         minimum = self.min_nodes_per_partition
         for partition in partitions:
@@ -156,8 +156,9 @@ class FusionDelegate(SimpleDelegate):
             if partition.nodes in unbuildable:
                 reason = unbuildable[partition.nodes]
             elif partition not in paying:
-                reason = (f"not worth it (predicted "
-                          f"{predictions[partition.nodes].speedup:.2f}x LiteRT)")
+                prediction = predictions[partition.nodes]
+                reason = (f"not worth it (predicted {prediction.speedup:.2f}x LiteRT, "
+                          f"{prediction.litert_us - prediction.fused_us:+.1f} us)")
             elif len(partition.nodes) < minimum:
                 reason = f"partition too small ({len(partition.nodes)} < {minimum} nodes)"
             else:

@@ -77,6 +77,13 @@ PROXIES.update({f"{name}/int8": tuple(f"{op}/int8" for op in PROXIES[name])
                 for name in quant.REDUCTION_DTYPES})
 
 
+#: A partition predicted to save less than this is left to LiteRT whatever its speedup: a few
+#: hundred nanoseconds is what an extra kernel call varies by (at 2 threads, a partition of
+#: 1-4K elements that a cut of XNNPACK's graph leaves to wake the other thread lost 0.1-0.4 us
+#: where it was predicted to save 0.1-0.3), and less than a model's run-to-run noise.
+MIN_SAVING_US = 0.5
+
+
 class CostModelError(FusionDelegateError, ValueError):
     """cost_model.json is missing, unreadable or not what perf/calibrate.py writes."""
 
@@ -85,6 +92,7 @@ class CostModelError(FusionDelegateError, ValueError):
 class Prediction:
     litert_us: float      # the partition's ops run one by one by LiteRT's default path (XNNPACK)
     fused_us: float       # our one fused kernel
+    cut_us: float = 0.0   # of fused_us, what cutting XNNPACK's partition around it costs
 
     @property
     def speedup(self) -> float:
@@ -92,6 +100,11 @@ class Prediction:
         if math.isnan(self.litert_us) or math.isnan(self.fused_us) or self.fused_us <= 0:
             return math.inf
         return self.litert_us / self.fused_us
+
+    def pays(self, min_speedup: float) -> bool:
+        """Predicted min_speedup times faster and MIN_SAVING_US sooner (unknown: it pays)."""
+        return self.speedup >= min_speedup and (
+            not math.isfinite(self.speedup) or self.litert_us - self.fused_us >= MIN_SAVING_US)
 
 
 UNKNOWN = Prediction(math.nan, math.nan)
@@ -213,17 +226,26 @@ class CostModel:
 
     def predict(self, ops: Sequence[tuple], nests: Sequence[int], threads: int = 1,
                 cut: Cut = Cut.ELEMENTWISE) -> Prediction:
+        """The cut is priced at the share of the partition that is traffic: the fused
+        kernel's memory time over LiteRT's time for the ops (at 64K elements a third for two
+        ADDs, a quarter for a swish). A cut beside XNNPACK's ops takes away what fusing saves
+        in passes over memory (those ops find their data in cache), not what it saves in
+        arithmetic: timed in their neighbourhoods (perf/models.py), the corpus's
+        squeeze-excite, PRELU and int8 gate partitions saved 2-20 us each where the whole cut
+        priced them as losing (perf/README.md)."""
         costs = self.costs(threads)
         per_op = [(self.op_cost(costs, proxy), n, self.broadcast_factor(costs, name, n, *run))
                   for name, n, *run in ops
                   for proxy in ((name,) if name in costs.ops else PROXIES.get(name, (name,)))]
-        litert = costs.litert_first.us(max(nests, default=0), self.breaks) + sum(
-            cost.litert.us(elements, self.breaks) * factor for cost, elements, factor in per_op)
+        ops_us = sum(cost.litert.us(elements, self.breaks) * factor
+                     for cost, elements, factor in per_op)
+        litert = costs.litert_first.us(max(nests, default=0), self.breaks) + ops_us
         c0 = costs.fused.c0_us
         memory_us = sum(costs.fused.us(n, self.breaks) - c0 for n in nests)
         compute_us = sum(cost.fused_ns * elements for cost, elements, _ in per_op) / 1e3
-        split = cut.us(costs, max(nests, default=0), self.breaks)
-        return Prediction(litert, c0 + max(memory_us, compute_us) + split)
+        memory_bound = min(1.0, memory_us / ops_us) if ops_us > 0 else 1.0
+        split = cut.us(costs, max(nests, default=0), self.breaks) * memory_bound
+        return Prediction(litert, c0 + max(memory_us, compute_us) + split, split)
 
     @staticmethod
     def broadcast_factor(costs: Costs, name: str, elements: int, run: int | None = None) -> float:

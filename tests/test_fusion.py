@@ -93,10 +93,11 @@ def test_partitions_predicted_slower_than_litert_are_left_alone_with_the_reason(
     kept = {p.nodes for p in delegate.last_partitions}
     assert kept and len(kept) < len(delegate.predictions)
     for nodes, prediction in delegate.predictions.items():
-        assert (nodes in kept) == (prediction.speedup >= threshold)
+        assert (nodes in kept) == prediction.pays(threshold)
         if nodes not in kept:
             assert all(delegate.claims[n].reason == f"not worth it (predicted "
-                       f"{prediction.speedup:.2f}x LiteRT)" for n in nodes)
+                       f"{prediction.speedup:.2f}x LiteRT, "
+                       f"{prediction.litert_us - prediction.fused_us:+.1f} us)" for n in nodes)
 
 
 def test_unclaimed_nodes_say_why():

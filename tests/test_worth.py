@@ -134,6 +134,13 @@ def test_speedup_is_litert_over_fused():
     assert Prediction(1.0, 0.0).speedup == math.inf
 
 
+def test_a_partition_pays_if_faster_enough_and_by_enough_time():
+    assert Prediction(3.0, 1.5).pays(1.2) and not Prediction(3.0, 2.9).pays(1.2)
+    tiny = Prediction(0.4, 0.1)                     # 4x faster, 0.3 us sooner
+    assert tiny.speedup > 1.2 and not tiny.pays(1.2)
+    assert worth.UNKNOWN.pays(1.2)                  # no cost model: claimed
+
+
 @pytest.mark.parametrize("output, inputs, run", [
     ((4, 8), [(4, 8), (8,)], 8),                    # per channel: a call per row
     ((4, 8), [(4, 8), (4, 1)], 8),                  # per row: the same
@@ -147,6 +154,8 @@ def test_broadcast_run_is_what_one_xnnpack_call_covers(output, inputs, run):
 
 
 def test_short_broadcast_runs_cost_litert_more_and_nothing_else():
+    """... on the fused side, nothing but the cut, priced at the memory-bound share: where
+    LiteRT's calls cost more, less of the partition's gain is traffic."""
     model = load_cost_model()
     factors = model.costs(1).broadcast.factors
     assert factors[0] > 2 and all(f >= 1 for f in factors)
@@ -154,7 +163,9 @@ def test_short_broadcast_runs_cost_litert_more_and_nothing_else():
     chain = [("ADD", n), ("MUL", n)]
     base = model.predict(chain, [n])
     short = model.predict([(name, n, 8) for name, n in chain], [n])
-    assert short.litert_us > 2 * base.litert_us and short.fused_us == base.fused_us
+    assert short.litert_us > 2 * base.litert_us and short.fused_us < base.fused_us
+    uncut = model.predict([(name, n, 8) for name, n in chain], [n], cut=Cut.NONE)
+    assert uncut.fused_us == model.predict(chain, [n], cut=Cut.NONE).fused_us
     assert model.predict([(name, n, n) for name, n in chain], [n]) == base
     assert model.predict([("TANH", n, 8)], [n]) == model.predict([("TANH", n)], [n])
 
@@ -177,8 +188,23 @@ def test_cuts_beside_convolutions_are_priced_as_split_heavy():
     beside, heavy = predictions["beside"], predictions["heavy"]
     costs = model.costs(1)
     assert beside.litert_us == heavy.litert_us
-    assert math.isclose(beside.fused_us - heavy.fused_us,
-                        costs.split.us(n, model.breaks) - costs.split_heavy.us(n, model.breaks))
+    assert math.isclose(beside.fused_us - beside.cut_us, heavy.fused_us - heavy.cut_us)
+    share = beside.cut_us / costs.split.us(n, model.breaks)
+    assert 0 < share <= 1
+    assert math.isclose(heavy.cut_us, share * costs.split_heavy.us(n, model.breaks))
+
+
+def test_a_cut_is_priced_at_the_memory_bound_share_of_the_partition():
+    """The cut costs `split` times the fused kernel's traffic over LiteRT's time for the ops:
+    less for a swish, whose LOGISTIC costs LiteRT more than a pass, than for two ADDs."""
+    model, n = load_cost_model(), 1 << 16
+    costs = model.costs(1)
+    split, traffic = costs.split.us(n, model.breaks), costs.fused.us(n, model.breaks)
+    adds = model.predict([("ADD", n), ("ADD", n)], [n])
+    swish = model.predict([("LOGISTIC/fast", n), ("MUL", n)], [n])
+    assert 0 < swish.cut_us < adds.cut_us < split
+    assert math.isclose(adds.cut_us, split * (traffic - costs.fused.c0_us)
+                        / (adds.litert_us - costs.litert_first.us(n, model.breaks)))
 
 
 @pytest.mark.parametrize("n", [1 << 14, 1 << 16, 1 << 18])
@@ -197,9 +223,9 @@ def test_a_partition_that_is_the_whole_model_cuts_nothing():
     builtin_interpreter(add_chain(2, n), [alone])
     builtin_interpreter(add_chain(4, n), [between])
     whole, cut = alone.predictions[(0, 1)], between.predictions[(1, 2)]
-    assert whole.litert_us == cut.litert_us
-    assert math.isclose(cut.fused_us - whole.fused_us,
-                        model.costs(1).split.us(n, model.breaks))
+    assert whole.litert_us == cut.litert_us and whole.cut_us == 0
+    assert 0 < cut.cut_us <= model.costs(1).split.us(n, model.breaks)
+    assert math.isclose(cut.fused_us - whole.fused_us, cut.cut_us)
 
 
 def test_an_elementwise_neighbour_apart_from_the_partition_prices_its_cut_by_size():
