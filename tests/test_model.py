@@ -102,8 +102,8 @@ def quantized_model() -> bytes:
 
 
 def test_extracted_operators_run_alone_and_give_the_whole_models_values():
-    """MUL -> ADD -> RELU6 of small_model without the MUL: its output becomes an input, the
-    constant stays a constant, and RELU6's output, which nothing reads, the only output."""
+    """MUL -> ADD -> RELU6 of small_model without the MUL: its output becomes an input, and
+    RELU6's output, the graph's, the only output (the ADD's is read inside)."""
     graph = read_model(small_model().to_bytes()).subgraphs[0]
     sub = extract(graph, [2, 1]).subgraphs[0]
     assert [op.op for op in sub.operators] == ["ADD", "RELU6"]

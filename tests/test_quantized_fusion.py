@@ -112,7 +112,7 @@ def test_an_int8_swish_is_one_table(cache_dir):
         x = b.input("x", (256,), np.int8, q(0.0589, 1))
         s = b.op("LOGISTIC", [x], quantization=q(1 / 256, -128))
         y = b.op("MUL", [x, s], NONE, quantization=q(0.0307, -119))
-        b.output(y, s) if logistic_out else b.output(y)
+        b.output(*([y, s] if logistic_out else [y]))
         model = b.to_bytes()
         delegate, interpreter = delegated(model, cache_dir)
         assert [c.reason for c in delegate.claims.values()] == [None, None]
