@@ -240,10 +240,7 @@ def _binary_path(ir: KernelIR, op: Op, operands: list[Value], out: Value, params
 
 def _compose(ir: KernelIR, ops: list[Op]) -> list[Op]:
     """Fold each LUT into the LUT reading its output, where nothing else reads that output."""
-    readers: dict[int, int] = {}
-    for op in ops:
-        for t in op.inputs:
-            readers[t] = readers.get(t, 0) + 1
+    readers = _reads(ops)
     pending: dict[int, Op] = {}              # a LUT's output -> the LUT, until its one reader
     result = []
     for op in ops:
@@ -267,18 +264,14 @@ def _tabulate(ir: KernelIR, ops: list[Op]) -> list[Op]:
     x * LOGISTIC(x)) is a function of x alone: the LUT of its 256 values, computed by the same
     fixed-point helper on each code. A table of x that nothing else reads folds into it."""
     made = {op.output: op for op in ops if op.op == "LUT"}
-    readers: dict[int, int] = {}
-    for op in ops:
-        for t in op.inputs:
-            readers[t] = readers.get(t, 0) + 1
+    readers = _reads(ops)
     folded: set[int] = set()
     result = []
     for op in ops:
         sources = [(made[t].inputs[0], made[t]) if t in made else (t, None) for t in op.inputs]
-        x = ir.value(sources[0][0]) if sources else None
+        x, out = ir.value(sources[0][0]) if sources else None, ir.value(op.output)
         if (op.op != "QCALL" or len(op.inputs) != 2 or len({t for t, _ in sources}) != 1
-                or not x.quantized or not ir.value(op.output).quantized
-                or x.shape != ir.value(op.output).shape):
+                or not x.quantized or not out.quantized or x.shape != out.shape):
             result.append(op)
             continue
         params = dict(op.params)
@@ -292,9 +285,18 @@ def _tabulate(ir: KernelIR, ops: list[Op]) -> list[Op]:
                 and lut.output not in ir.outputs}
         folded |= gone
         source = sum((dict(made[t].params)["source"] for t in sorted(gone)), ()) + params["source"]
-        table = np.asarray(values).astype(quant.NUMPY_DTYPES[ir.value(op.output).dtype])
+        table = np.asarray(values).astype(quant.NUMPY_DTYPES[out.dtype])
         result.append(_table(op, x.tensor, table, (("source", source),)))
     return [op for op in result if op.output not in folded]
+
+
+def _reads(ops: list[Op]) -> dict[int, int]:
+    """How many times the ops read each tensor."""
+    readers: dict[int, int] = {}
+    for op in ops:
+        for t in op.inputs:
+            readers[t] = readers.get(t, 0) + 1
+    return readers
 
 
 def _array(ir: KernelIR, op: Op) -> np.ndarray:

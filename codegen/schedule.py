@@ -441,7 +441,7 @@ def _loops(ir: KernelIR, domain: tuple[int, ...], ops: tuple[Op, ...], reads: tu
                     aligned=_periodic_inputs(ir, loops))
     if _per_channel(loops):
         rows, period = loops.sizes
-        constants = sum(mask == (True, False) for mask in loops.broadcast.values())
+        constants = _row_operands(loops)
         flat = LoopNest((rows * period,), {})
         many = period >= LANES and ROW_BLOCK_OPERANDS <= constants
         lanes = _row_lanes(ir, reads, writes)
@@ -506,11 +506,16 @@ def _streams_plain(ir: KernelIR, ops: tuple[Op, ...], loops: LoopNest) -> bool:
     vector stores start on vector boundaries), and, 2-D, rows of BLOCK_MIN_ROW lanes or
     ROW_BLOCK_OPERANDS per-channel operands (else LLVM vectorises it across rows, with gathers
     and scatters: such a nest streams from row tiles)."""
-    constants = sum(mask == (True, False) for mask in loops.broadcast.values())
+    constants = _row_operands(loops)
     lookups = _lookups(ir, ops, loops, tuple(op.output for op in ops))
     return not (loops.sizes[-1] % LANES or lookups or len(_stages(ops, loops)) > 1
                 or len(loops.sizes) == 2 and loops.sizes[1] < BLOCK_MIN_ROW
                 and constants < ROW_BLOCK_OPERANDS)
+
+
+def _row_operands(loops: LoopNest) -> int:
+    """How many of a 2-D nest's operands are one [C] row, the same for every row."""
+    return sum(mask == (True, False) for mask in loops.broadcast.values())
 
 
 def _tiles_start_on_vectors(loops: LoopNest, tile: int) -> bool:

@@ -158,7 +158,7 @@ class FusionDelegate(SimpleDelegate):
             elif partition not in paying:
                 prediction = predictions[partition.nodes]
                 reason = (f"not worth it (predicted {prediction.speedup:.2f}x LiteRT, "
-                          f"{prediction.litert_us - prediction.fused_us:+.1f} us)")
+                          f"{prediction.saving_us:+.1f} us)")
             elif len(partition.nodes) < minimum:
                 reason = f"partition too small ({len(partition.nodes)} < {minimum} nodes)"
             else:

@@ -32,7 +32,10 @@ activations).
   runs right before or after it pays `split`; one whose elementwise neighbours run apart from
   it pays `split` while the cut's tensors stay in L2 until then and `split_heavy` beyond;
   others `split_heavy`; one that no op outside reads from or writes to (the whole model) cuts
-  nothing and pays neither (`Cut`).
+  nothing and pays neither (`Cut`). The line is scaled by the share of the partition that is
+  memory traffic (CostModel.predict): a cut takes away what fusing saves in passes over
+  memory, not what it saves in arithmetic.
+- A partition must also be predicted to save MIN_SAVING_US.
 
 The Python call into the interpreter, the same for both, is left out. An op the model lacks
 takes the costs of the measured op of its cost class (codegen.ops.TRANSCENDENTAL or not) whose
@@ -101,10 +104,14 @@ class Prediction:
             return math.inf
         return self.litert_us / self.fused_us
 
+    @property
+    def saving_us(self) -> float:
+        return self.litert_us - self.fused_us
+
     def pays(self, min_speedup: float) -> bool:
         """Predicted min_speedup times faster and MIN_SAVING_US sooner (unknown: it pays)."""
         return self.speedup >= min_speedup and (
-            not math.isfinite(self.speedup) or self.litert_us - self.fused_us >= MIN_SAVING_US)
+            not math.isfinite(self.speedup) or self.saving_us >= MIN_SAVING_US)
 
 
 UNKNOWN = Prediction(math.nan, math.nan)

@@ -216,7 +216,7 @@ def time_partitions(model: dict, data: bytes, threads: int,
             model["id"], threads, partition.nodes,
             tuple(everything.claims[n].op for n in partition.nodes),
             prediction.speedup if known else None,
-            prediction.litert_us - prediction.fused_us if known else None,
+            prediction.saving_us if known else None,
             prediction.pays(MIN_SPEEDUP) if known else None)
         results.append(result)
         try:

@@ -97,7 +97,7 @@ def test_partitions_predicted_slower_than_litert_are_left_alone_with_the_reason(
         if nodes not in kept:
             assert all(delegate.claims[n].reason == f"not worth it (predicted "
                        f"{prediction.speedup:.2f}x LiteRT, "
-                       f"{prediction.litert_us - prediction.fused_us:+.1f} us)" for n in nodes)
+                       f"{prediction.saving_us:+.1f} us)" for n in nodes)
 
 
 def test_unclaimed_nodes_say_why():
