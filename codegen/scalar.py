@@ -105,8 +105,11 @@ def prelu(x, alpha):
 @_inline
 def hard_swish(x):
     """The NEON block formula (x * 1/6) * min(6, max(0, x + 3)); the last n % 4 elements of
-    LiteRT's output use x * min(..) * 1/6 instead, which can differ by one rounding."""
-    return (x * ONE_SIXTH) * minimum(SIX, maximum(ZERO, x + THREE))
+    LiteRT's output use x * min(..) * 1/6 instead, which can differ by one rounding. The
+    clamp is written as clip, equal on every input (NaN, -0.0 included): LLVM makes a vmaxps
+    of it, where it made two compares and masked moves of minimum(maximum(..)), twice as slow
+    in a chain (five HARD_SWISH at 94K elements: 41 -> 20 us)."""
+    return (x * ONE_SIXTH) * clip(x + THREE, ZERO, SIX)
 
 
 @_inline
