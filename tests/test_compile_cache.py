@@ -129,3 +129,28 @@ def test_kernels_compiled_in_one_process_keep_short_block_labels():
         cache.get(ir.name, render_kernel(ir, layout))
         digits.append(len(str(ir_utils._the_max_label._value)))
     assert digits[-1] <= digits[0] + 1, digits
+
+
+def test_kernels_compile_interleaved_and_other_numba_code_does_not():
+    """LLVM's small-loop cost is raised only while a kernel compiles: a chain of ops compiled
+    inside has more multiplies (interleaved vectors), and numba code compiled after it as
+    many as before it."""
+    import numba
+
+    from codegen.compile import _interleaving
+    from codegen.scalar import hard_swish
+
+    def chain(x, out):
+        for i in range(x.size):
+            out[i] = hard_swish(hard_swish(hard_swish(x[i])))
+
+    def multiplies() -> int:
+        compiled = numba.njit("void(float32[::1], float32[::1])")(chain)
+        lines = next(iter(compiled.inspect_asm().values())).splitlines()
+        return sum(line.split()[0] in ("mulps", "vmulps") for line in lines if line.strip())
+
+    before = multiplies()
+    with _interleaving():
+        inside = multiplies()
+    assert inside > before
+    assert multiplies() == before
