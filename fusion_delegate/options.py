@@ -25,8 +25,9 @@ class FusionOptions:
     #: Directory of compiled kernels; "" turns the disk cache off.
     cache_dir: str = "default"
     #: Claim a partition only if the measured cost model (worth.py) predicts at least this
-    #: speedup over LiteRT; the margin covers the model's ~20% error. 0: claim all.
-    min_speedup: float = 1.2
+    #: speedup over LiteRT at one thread, a margin for the model's error that grows with the
+    #: interpreter's threads (1.1: 1.2 at two; worth.Prediction.pays). 0: claim all.
+    min_speedup: float = 1.1
     #: Threads for large partitions; 0: the interpreter's num_threads. One by default: between
     #: ops XNNPACK runs, its pool's threads spin for a while after each op, and a parallel
     #: kernel waits for the core they hold (a one-op kernel over 64K elements took ~100 us on

@@ -141,6 +141,12 @@ def test_a_partition_pays_if_faster_enough_and_by_enough_time():
     assert worth.UNKNOWN.pays(1.2)                  # no cost model: claimed
 
 
+def test_the_margin_over_litert_grows_with_the_threads():
+    one, two = Prediction(5.75, 5.0, threads=1), Prediction(5.75, 5.0, threads=2)  # 1.15x
+    assert one.pays(1.1) and not two.pays(1.1)      # two threads ask for 1.2x
+    assert two.pays(1.05)
+
+
 @pytest.mark.parametrize("output, inputs, run", [
     ((4, 8), [(4, 8), (8,)], 8),                    # per channel: a call per row
     ((4, 8), [(4, 8), (4, 1)], 8),                  # per row: the same
