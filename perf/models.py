@@ -360,8 +360,8 @@ nodes in all), run by LiteRT default alone and with the delegate claiming only t
 (0.1-1% of the model's time) is below what where the interpreter's memory landed moves it by
 (1-3%). `predicted`: the cost
 model's litert_us / fused_us for it (`delegate.predictions` of the default options; n/a where
-the cost model is unavailable); `claimed_by_default`: predicted >= {MIN_SPEEDUP:g} and
-`pred_save_us` >= {MIN_SAVING_US:g} (`Prediction.pays`);
+the cost model is unavailable); `claimed_by_default`: predicted >= 1 + ({MIN_SPEEDUP:g} - 1) x
+threads and `pred_save_us` >= {MIN_SAVING_US:g} (`Prediction.pays`);
 `pred_save_us`: litert_us - fused_us; `meas_save_us`: the neighbourhood's median time without
 the delegate (the mean of two identical interpreters timed in the same rounds) minus with the
 partition claimed; `noise_us`: the largest of half the interquartile range of the no-delegate
