@@ -9,8 +9,11 @@ from hypothesis import strategies as st
 
 from codegen.ops import APPROX_CHAINS, KERNEL_OPS, OPS
 from conftest import builtin_interpreter, run
-from equivalence import error_bounds, graphs, mismatches, oracle_tensors, random_inputs
+from equivalence import (FLT_MAX, error_bounds, graphs, mismatches, oracle_tensors,
+                         random_inputs)
 from fusion_delegate import FusionDelegate
+from fusion_delegate.model import ModelBuilder
+from fusion_delegate.runtime import Interpreter
 
 # Shrinking recompiles a kernel per step and can take minutes; the failure report below names
 # the ops, the mismatching element and the generated source instead. Each example compiles a
@@ -102,3 +105,24 @@ def test_exact_op_models_match_builtin_kernels_bit_for_bit(graph, seed, cache_di
 @given(graph=graphs(op_names=FAST_OPS), seed=st.integers(0, 2**32 - 1))
 def test_fast_precision_models_match_builtin_kernels_within_budget(graph, seed, cache_dir):
     check_new("fast ops", graph, seed, cache_dir, precision="fast")
+
+
+def test_hard_swish_above_flt_max_over_6_follows_the_blocks_and_xnnpack(cache_dir):
+    """LiteRT's builtin HARD_SWISH is finite there in its 4-element blocks and +inf in its
+    scalar tail; XNNPACK, LiteRT's default, is finite everywhere. The fused kernel must be
+    finite everywhere and equal to the builtin blocks bit for bit."""
+    b = ModelBuilder()
+    b.output(b.op("HARD_SWISH", [b.input("x", (7,))]))
+    model = b.to_bytes()
+    x = np.array([3e38, 6e37, 1e38, FLT_MAX, 3e38, 6e37, FLT_MAX], np.float32)
+    builtin, = run(builtin_interpreter(model), [x])
+    xnnpack = Interpreter(model_content=model)
+    xnnpack.allocate_tensors()
+    default, = run(xnnpack, [x])
+    delegate = FusionDelegate(cache_dir=cache_dir, min_nodes_per_partition=1, min_speedup=0.0)
+    fused, = run(builtin_interpreter(model, [delegate]), [x])
+    assert delegate.claims[0].reason is None
+    assert np.all(np.isinf(builtin[4:])) and np.all(np.isfinite(builtin[:4]))
+    assert np.all(np.isfinite(default)) and np.all(np.isfinite(fused))
+    assert fused[:4].view(np.int32).tolist() == builtin[:4].view(np.int32).tolist()
+    np.testing.assert_allclose(fused, default, rtol=2**-22)
