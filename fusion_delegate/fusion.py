@@ -46,6 +46,11 @@ _ENTRY = ctypes.CFUNCTYPE(ctypes.c_int32, ctypes.c_int64, ctypes.c_int64)
 #: Ops XNNPACK runs element by element, in place where it can: cutting its partition next to
 #: one costs the cost model's `split`, next to others (convolutions, matmuls) `split_heavy`.
 ELEMENTWISE = frozenset(OPS) | {"QUANTIZE", "DEQUANTIZE"}
+#: The int8/uint8 elementwise ops XNNPACK runs (read from LiteRT's execution plan once XNNPACK
+#: is applied: tests/test_worth.py); LiteRT runs the other quantized ones on its builtin
+#: kernels, on the interpreter's thread alone.
+XNNPACK_QUANTIZED = frozenset({"ADD", "SUB", "MUL", "LOGISTIC", "TANH", "LEAKY_RELU", "ELU",
+                               "QUANTIZE", "DEQUANTIZE"})
 
 
 def advise_huge_pages(address: int, nbytes: int) -> None:
@@ -145,7 +150,8 @@ class FusionDelegate(SimpleDelegate):
                 unbuildable[partition.nodes] = f"kernel cannot be built: {error}"
                 continue
             predictions[partition.nodes] = self.predict(
-                ir, context.num_threads, cut_around(partition, neighbours))
+                ir, context.num_threads, cut_around(partition, neighbours),
+                builtin_input(partition, neighbours))
         paying = [p for p in partitions if p.nodes in predictions
                   and predictions[p.nodes].pays(self.options.min_speedup)]
         chosen = super().select_partitions(context, paying)
@@ -170,14 +176,15 @@ class FusionDelegate(SimpleDelegate):
                 claims[node].partition = number
         return chosen
 
-    def predict(self, ir: KernelIR, interpreter_threads: int, cut: Cut) -> Prediction:
+    def predict(self, ir: KernelIR, interpreter_threads: int, cut: Cut,
+                builtin_input: bool = False) -> Prediction:
         """The measured cost model's verdict on fusing a partition at its current shapes. Its
         costs are those measured at the interpreter's thread count (what XNNPACK runs on), not
         the kernel's: XNNPACK on 2 threads is up to twice faster than on 1."""
         if self.options.min_speedup <= 0:
             return UNKNOWN
         return predict(cost_keys(ir), [nest.elements for nest in plan(ir).nests],
-                       interpreter_threads, cut)
+                       interpreter_threads, cut, builtin_input)
 
     def kernel_threads(self, context: Context) -> int:
         """The `num_threads` option, else the interpreter's, within what numba can run."""
@@ -200,6 +207,7 @@ class PlanNode:
     outputs: set[int]
     elementwise: bool
     position: int              # in the plan
+    builtin: bool = False      # run by LiteRT's builtin kernel, on one thread, not by XNNPACK
 
 
 def plan_nodes(context: Context) -> dict[int, PlanNode]:
@@ -210,8 +218,12 @@ def plan_nodes(context: Context) -> dict[int, PlanNode]:
         node = context.node(index)
         inputs = {t for t in node.inputs if t >= 0 and not context.tensor(t).is_constant}
         if inputs:
-            nodes[index] = PlanNode(inputs, set(node.outputs), op_name(node) in ELEMENTWISE,
-                                    position)
+            name = op_name(node)
+            quantized = any(context.tensor(t).type_name in ("INT8", "UINT8")
+                            for t in node.outputs)
+            nodes[index] = PlanNode(inputs, set(node.outputs), name in ELEMENTWISE, position,
+                                    name in ELEMENTWISE and quantized
+                                    and name not in XNNPACK_QUANTIZED)
     return nodes
 
 
@@ -230,6 +242,14 @@ def cut_around(partition: Partition, nodes: dict[int, PlanNode]) -> Cut:
     if any(node.elementwise and node.position in ends for node in beside):
         return Cut.ELEMENTWISE
     return Cut.APART if any(node.elementwise for node in beside) else Cut.HEAVY
+
+
+def builtin_input(partition: Partition, nodes: dict[int, PlanNode]) -> bool:
+    """Whether a builtin kernel (one thread) makes one of the partition's inputs: an int8
+    squeeze-excite gate's after a HARD_SWISH, which XNNPACK does not run."""
+    inputs = set(partition.inputs)
+    return any(node.builtin and node.outputs & inputs
+               for index, node in nodes.items() if index not in partition.nodes)
 
 
 def cost_keys(ir: KernelIR) -> list[tuple[str, int, int]]:

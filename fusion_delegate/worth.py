@@ -35,6 +35,13 @@ activations).
   nothing and pays neither (`Cut`). The line is scaled by the share of the partition that is
   memory traffic (CostModel.predict): a cut takes away what fusing saves in passes over
   memory, not what it saves in arithmetic.
+- With more than one thread, where a builtin kernel (one thread: an int8 HARD_SWISH, which
+  XNNPACK does not run) makes the partition's input, XNNPACK's ops on it cost what they cost
+  on one thread: its threads find half the input in another core's cache, and are woken after
+  the builtin op's run (perf/after_builtin.py: an int8 MUL of 115K elements, 2 threads, 13 us
+  after an XNNPACK ADD, 26-32 us after a builtin HARD_SWISH, 21-22 us on one thread). Our
+  kernel runs on the core that made the input, so of the cut only its output side remains:
+  half of `split`.
 - A partition must also be predicted to save MIN_SAVING_US.
 
 The Python call into the interpreter, the same for both, is left out. An op the model lacks
@@ -238,7 +245,7 @@ class CostModel:
         return costs.ops[max(same, key=lambda n: costs.ops[n].fused_ns)]
 
     def predict(self, ops: Sequence[tuple], nests: Sequence[int], threads: int = 1,
-                cut: Cut = Cut.ELEMENTWISE) -> Prediction:
+                cut: Cut = Cut.ELEMENTWISE, builtin_input: bool = False) -> Prediction:
         """The cut is priced at the share of the partition that is traffic: the fused
         kernel's memory time over LiteRT's time for the ops (at 64K elements a third for two
         ADDs, a quarter for a swish). A cut beside XNNPACK's ops takes away what fusing saves
@@ -247,17 +254,22 @@ class CostModel:
         squeeze-excite, PRELU and int8 gate partitions saved 2-20 us each where the whole cut
         priced them as losing (perf/README.md)."""
         costs = self.costs(threads)
-        per_op = [(self.op_cost(costs, proxy), n, self.broadcast_factor(costs, name, n, *run))
+        one_thread_input = builtin_input and threads > 1
+        litert_costs = self.costs(1) if one_thread_input else costs
+        per_op = [(proxy, n, self.broadcast_factor(litert_costs, name, n, *run))
                   for name, n, *run in ops
                   for proxy in ((name,) if name in costs.ops else PROXIES.get(name, (name,)))]
-        ops_us = sum(cost.litert.us(elements, self.breaks) * factor
-                     for cost, elements, factor in per_op)
-        litert = costs.litert_first.us(max(nests, default=0), self.breaks) + ops_us
+        ops_us = sum(self.op_cost(litert_costs, proxy).litert.us(elements, self.breaks) * factor
+                     for proxy, elements, factor in per_op)
+        litert = litert_costs.litert_first.us(max(nests, default=0), self.breaks) + ops_us
         c0 = costs.fused.c0_us
         memory_us = sum(costs.fused.us(n, self.breaks) - c0 for n in nests)
-        compute_us = sum(cost.fused_ns * elements for cost, elements, _ in per_op) / 1e3
+        compute_us = sum(self.op_cost(costs, proxy).fused_ns * elements
+                         for proxy, elements, _ in per_op) / 1e3
         memory_bound = min(1.0, memory_us / ops_us) if ops_us > 0 else 1.0
         split = cut.us(costs, max(nests, default=0), self.breaks) * memory_bound
+        if one_thread_input:
+            split /= 2
         return Prediction(litert, c0 + max(memory_us, compute_us) + split, split, threads)
 
     @staticmethod
@@ -291,16 +303,18 @@ def _usable(path: str | Path | None) -> CostModel | None:
 
 
 def predict(ops: Sequence[tuple], nests: Sequence[int], threads: int = 1,
-            cut: Cut = Cut.ELEMENTWISE, path: str | Path | None = None) -> Prediction:
+            cut: Cut = Cut.ELEMENTWISE, builtin_input: bool = False,
+            path: str | Path | None = None) -> Prediction:
     """LiteRT's and the fused kernel's predicted time for a partition.
 
     ops: (OPS name, elements of that op's output[, its broadcast_run]), in partition order;
     nests: elements of each loop nest of the kernel (codegen.schedule); threads: the
-    interpreter's; cut: what is beside the partition (fusion.cut_around). Never raises for a bad
-    cost model: it predicts UNKNOWN (speedup inf) and logs why, once.
+    interpreter's; cut: what is beside the partition (fusion.cut_around); builtin_input: a
+    builtin kernel makes one of its inputs (fusion.builtin_input). Never raises for a bad cost
+    model: it predicts UNKNOWN (speedup inf) and logs why, once.
     """
     model = _usable(path)
-    return UNKNOWN if model is None else model.predict(ops, nests, threads, cut)
+    return UNKNOWN if model is None else model.predict(ops, nests, threads, cut, builtin_input)
 
 
 class _Parser:

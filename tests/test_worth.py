@@ -3,17 +3,21 @@ import json
 import logging
 import math
 
+import numpy as np
 import pytest
 
+from codegen import quant
 from codegen.ops import OPS, TRANSCENDENTAL
 from conftest import builtin_interpreter
 from fusion_delegate import FusionDelegate, worth
 from fusion_delegate.context import Partition
-from fusion_delegate.fusion import PlanNode, cut_around
+from fusion_delegate.fusion import XNNPACK_QUANTIZED, PlanNode, cut_around
+from fusion_delegate.model import ModelBuilder, Quantization
+from fusion_delegate.runtime import Interpreter
 from fusion_delegate.demo import build_demo_model
 from fusion_delegate.worth import (APPROXIMATED_OPS, CACHED_ELEMENTS, QUANTIZED_OPS, CostModel,
                                    CostModelError, Cut, Prediction, load_cost_model, predict)
-from perf.calibrate import add_chain, conv_sandwich
+from perf.calibrate import add_chain, chain, conv_sandwich
 
 ARITHMETIC_CHAIN = ["ADD", "MUL", "SUB", "MUL", "ADD", "DIV", "ADD", "MUL", "SUB", "ADD"]
 
@@ -255,3 +259,65 @@ def test_an_elementwise_neighbour_apart_from_the_partition_prices_its_cut_by_siz
     costs = model.costs(1)
     for n, line in ((CACHED_ELEMENTS, costs.split), (4 * CACHED_ELEMENTS, costs.split_heavy)):
         assert Cut.APART.us(costs, n, model.breaks) == line.us(n, model.breaks)
+
+
+def quantized_op_model(name: str) -> bytes:
+    """One int8 `name` on [16, 256]: QUANTIZE and DEQUANTIZE convert from and to float32."""
+    if name not in ("QUANTIZE", "DEQUANTIZE"):
+        return chain(f"{name}/int8", 1, 4096)
+    b = ModelBuilder()
+    q = Quantization.per_tensor(0.05, 0)
+    if name == "QUANTIZE":
+        b.output(b.op(name, [b.input("x", (16, 256))], dtype=np.int8, quantization=q))
+    else:
+        b.output(b.op(name, [b.input("x", (16, 256), np.int8, q)], dtype=np.float32))
+    return b.to_bytes()
+
+
+@pytest.mark.parametrize("name", sorted(name for name, dtypes in quant.SUPPORTED_DTYPES.items()
+                                        if "int8" in dtypes))
+def test_the_quantized_ops_xnnpack_runs_are_those_litert_hands_it(name):
+    """LiteRT's execution plan once XNNPACK is applied: a DELEGATE node where XNNPACK took the
+    op, the op itself where the builtin kernel runs it."""
+    interpreter = Interpreter(model_content=quantized_op_model(name))
+    interpreter.allocate_tensors()
+    taken = "DELEGATE" in [op["op_name"] for op in interpreter._get_ops_details()]
+    assert taken == (name in XNNPACK_QUANTIZED)
+
+
+def test_a_partition_after_a_builtin_kernel_prices_litert_at_one_thread_and_half_the_cut():
+    """At 2 threads XNNPACK's ops reading what a builtin kernel made cost their 1-thread time
+    (its second thread finds the data in another core's cache); our kernel, on the core that
+    made it, pays only the output side of the cut. At 1 thread nothing changes."""
+    model, n, chain = load_cost_model(), 1 << 16, [("MUL/int8", 1 << 16, 48)]
+    costs = model.costs(2)
+    memory_us = costs.fused.us(n, model.breaks) - costs.fused.c0_us
+    for cut in (Cut.APART, Cut.HEAVY):
+        after = model.predict(chain, [n], 2, cut, builtin_input=True)
+        usual, one_thread = model.predict(chain, [n], 2, cut), model.predict(chain, [n], 1, cut)
+        assert after.litert_us == one_thread.litert_us != usual.litert_us
+        ops_us = one_thread.litert_us - model.costs(1).litert_first.us(n, model.breaks)
+        share = min(1.0, memory_us / ops_us)
+        assert math.isclose(after.cut_us, cut.us(costs, n, model.breaks) * share / 2)
+        assert math.isclose(after.fused_us - after.cut_us, usual.fused_us - usual.cut_us)
+        assert model.predict(chain, [n], 1, cut, builtin_input=True) == one_thread
+
+
+def test_a_gate_after_a_builtin_kernel_is_priced_with_litert_at_one_thread():
+    """An int8 squeeze-excite gate MUL(x, s) reading a HARD_SWISH that LiteRT runs on its
+    builtin kernel (excluded here) is priced at 2 threads with LiteRT's 1-thread costs; the
+    same gate after an ADD, which XNNPACK runs, with its 2-thread costs."""
+    for first, builtin in (("HARD_SWISH", True), ("ADD", False)):
+        b = ModelBuilder()
+        q = Quantization.per_tensor(0.05, 0)
+        x = b.input("x", (1, 40, 40, 72), np.int8, q)
+        s = b.input("s", (1, 1, 1, 72), np.int8, q)
+        h = b.op(first, [x, x] if first == "ADD" else [x],
+                 {"fused_activation_function": 0} if first == "ADD" else None, quantization=q)
+        b.output(b.op("MUL", [h, s], {"fused_activation_function": 0}, quantization=q))
+        litert = {}
+        for threads in (1, 2):
+            delegate = FusionDelegate(min_speedup=1e9, exclude_nodes="0")
+            builtin_interpreter(b.to_bytes(), [delegate], num_threads=threads)
+            litert[threads] = delegate.predictions[(1,)].litert_us
+        assert (litert[2] == litert[1]) == builtin
