@@ -11,7 +11,10 @@ fusion_delegate/worth.py has the model they are fitted to:
 - LiteRT: an op costs c(n) = (T(5) - T(1)) / 4 at each size, joined into c0 + c1 * n with c1
   constant between neighbouring sizes (past L2, and again past L3, an element costs several
   times more, so one line through small sizes would be wrong at large ones). What a one-NEG
-  model costs beyond that is the first op's extra (`litert_first`).
+  model costs beyond that is the first op's extra (`litert_first`). XNNPACK folds a chain of
+  int8 LOGISTIC, TANH, ELU or LEAKY_RELU (tables) into one: five cost what one does, 2.6 us at
+  64K elements. Their LiteRT chains alternate with an int8 ADD (SEPARATED), whose cost comes
+  off; the fused chains do not (the delegate composes tables too).
 - Fused: an op's compute is c1_f = (T(5) - T(1)) / (4 n). Ops LLVM folds when repeated
   (-(-h), abs(abs(h)), floor(floor(h))) come out free: they are one vector instruction, close
   to free anyway. The one-NEG partition (one input, one output, no compute to speak of) timed
@@ -59,6 +62,7 @@ from ai_edge_litert.interpreter import Interpreter  # noqa: E402
 
 from codegen.ops import OPS  # noqa: E402
 from fusion_delegate import FusionDelegate  # noqa: E402
+from fusion_delegate.fusion import XNNPACK_QUANTIZED  # noqa: E402
 from fusion_delegate.model import ModelBuilder, Quantization, read_model  # noqa: E402
 from fusion_delegate.worth import (  # noqa: E402
     APPROXIMATED_OPS, DEFAULT_PATH, FORMAT, QUANTIZED_OPS, CostModel, broadcast_run)
@@ -91,6 +95,11 @@ EMPTY = ("empty",)
 SANDWICH = 6                # ADDs in the split chain; the delegate claims the middle two
 
 ALL_OPS = [*OPS, *QUANTIZED_OPS, *APPROXIMATED_OPS]
+#: int8 unary ops XNNPACK runs as tables: it folds a chain of them into one (five LOGISTICs
+#: cost what one does), so their chains alternate with SEPARATOR's op, whose own cost comes off.
+SEPARATOR = "ADD/int8"
+SEPARATED = tuple(f"{name}/int8" for name in sorted(XNNPACK_QUANTIZED)
+                  if name in OPS and OPS[name].arity == 1)
 
 Key = tuple  # ("litert" | "fused", op, k, n), or EMPTY
 Invoke = Callable[[], None]
@@ -114,10 +123,12 @@ INT8_OUTPUTS = {"LOGISTIC": Quantization.per_tensor(1 / 256, -128),
                 "TANH": Quantization.per_tensor(1 / 128, 0), **INT8_INPUTS}
 
 
-def chain(name: str, k: int, n: int, channels: int = CHANNELS) -> bytes:
+def chain(name: str, k: int, n: int, channels: int = CHANNELS,
+          separated: bool = False) -> bytes:
     """k times `h = op(h)`, or `h = op(h, y)` with y [channels] for a binary op; `OP/int8`:
     the same in int8, every tensor scale 0.05 and zero point 0 but where the op needs others;
-    `OP/fast`: the float chain (the delegate fuses it under precision="fast")."""
+    `separated`: each op followed by SEPARATOR's (`h = ADD(h, y)`); `OP/fast`: the float chain
+    (the delegate fuses it under precision="fast")."""
     op, _, variant = name.partition("/")
     dtype = variant if variant == "int8" else ""
     b = ModelBuilder(f"{op.lower()}_x{k}")
@@ -126,13 +137,16 @@ def chain(name: str, k: int, n: int, channels: int = CHANNELS) -> bytes:
     h = b.input("x", (n // channels, channels), np.int8 if dtype else np.float32, q)
     y = None
     rng = np.random.default_rng(1)
-    if OPS[op].arity == 2 and dtype:
+    if (OPS[op].arity == 2 or separated) and dtype:
         y = b.const("y", rng.integers(1, 40, channels).astype(np.int8), INT8)
     elif OPS[op].arity == 2:
         y = b.const("y", rng.uniform(0.5, 1.5, channels).astype(np.float32))
     for _ in range(k):
-        h = b.op(op, [h] if y is None else [h, y], op_options(op),
+        h = b.op(op, [h] if OPS[op].arity == 1 else [h, y], op_options(op),
                  quantization=INT8_OUTPUTS.get(op, INT8) if dtype else None)
+        if separated:
+            separator = SEPARATOR.partition("/")[0]
+            h = b.op(separator, [h, y], op_options(separator), quantization=INT8)
     b.output(h)
     return b.to_bytes()
 
@@ -218,7 +232,8 @@ def interpreter(model: bytes, threads: int, cache_dir: str | None,
 def group(name: str, n: int, threads: int, cache_dir: str) -> dict[Key, Invoke]:
     """What is timed together for one op at one size: LiteRT's chains, the fused chains at
     FUSED_SIZE, and with BASE the empty model and the fused one-op partition."""
-    methods = {("litert", name, k, n): interpreter(chain(name, k, n), threads, None) for k in K}
+    methods = {("litert", name, k, n): interpreter(chain(name, k, n, separated=name in SEPARATED),
+                                                   threads, None) for k in K}
     fused = K if n == FUSED_SIZE else (1,) if name == BASE else ()
     precision = "fast" if name.endswith("/fast") else "exact"
     methods.update({("fused", name, k, n): interpreter(chain(name, k, n), threads, cache_dir,
@@ -297,7 +312,10 @@ def fit(t: dict[Key, float], ops: list[str]) -> dict:
     invoke = us[EMPTY]
 
     def per_op(method: str, name: str, n: int) -> float:
-        return (us[(method, name, K[1], n)] - us[(method, name, K[0], n)]) / (K[1] - K[0])
+        step = (us[(method, name, K[1], n)] - us[(method, name, K[0], n)]) / (K[1] - K[0])
+        if method == "litert" and name in SEPARATED:
+            return step - per_op(method, SEPARATOR, n)
+        return step
 
     def split(n: int, sandwich: str = "split") -> float:
         cut = us[(sandwich, "cut", n)] - us[(sandwich, "whole", n)]
@@ -457,7 +475,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> None:
     args = parse_args(argv)
-    ops = list(dict.fromkeys([BASE, BROADCAST_OP, *args.ops]))
+    ops = list(dict.fromkeys([BASE, BROADCAST_OP, SEPARATOR, *args.ops]))
     started, load = time.perf_counter(), os.getloadavg()[0]
     breaks = SIZES[1:-1]
     tables, checks = {}, []

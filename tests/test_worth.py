@@ -12,11 +12,12 @@ from conftest import builtin_interpreter
 from fusion_delegate import FusionDelegate, worth
 from fusion_delegate.context import Partition
 from fusion_delegate.fusion import XNNPACK_QUANTIZED, PlanNode, cut_around
-from fusion_delegate.model import ModelBuilder, Quantization
+from fusion_delegate.model import ModelBuilder, Quantization, read_model
 from fusion_delegate.runtime import Interpreter
 from fusion_delegate.demo import build_demo_model
 from fusion_delegate.worth import (APPROXIMATED_OPS, CACHED_ELEMENTS, QUANTIZED_OPS, CostModel,
                                    CostModelError, Cut, Prediction, load_cost_model, predict)
+from perf import calibrate
 from perf.calibrate import add_chain, chain, conv_sandwich
 
 ARITHMETIC_CHAIN = ["ADD", "MUL", "SUB", "MUL", "ADD", "DIV", "ADD", "MUL", "SUB", "ADD"]
@@ -321,3 +322,15 @@ def test_a_gate_after_a_builtin_kernel_is_priced_with_litert_at_one_thread():
             builtin_interpreter(b.to_bytes(), [delegate], num_threads=threads)
             litert[threads] = delegate.predictions[(1,)].litert_us
         assert (litert[2] == litert[1]) == builtin
+
+
+def test_calibration_separates_the_int8_tables_xnnpack_folds_when_chained():
+    """Five int8 LOGISTICs cost XNNPACK what one does: their LiteRT chain alternates with an
+    int8 ADD, whose measured cost perf/calibrate.py takes off."""
+    assert set(calibrate.SEPARATED) == {f"{name}/int8" for name in XNNPACK_QUANTIZED
+                                        if name in OPS and OPS[name].arity == 1}
+    ops = [op.op for op in read_model(chain("LOGISTIC/int8", 3, 4096, separated=True))
+           .subgraphs[0].operators]
+    assert ops == ["LOGISTIC", "ADD"] * 3
+    assert [op.op for op in read_model(chain("LOGISTIC/int8", 3, 4096)).subgraphs[0]
+            .operators] == ["LOGISTIC"] * 3
