@@ -34,6 +34,10 @@ rounds of short batches, each after one untimed call so that it finds its data i
 predicts the perf suite's workloads, which are timed too, and both are printed. Writes the
 model, the machine, versions and date, and that check, as JSON.
 
+`--update --ops OP ...` refits only those ops' costs in the model at `--out` and keeps the
+rest (the header lists each update): after a kernel change to a few ops, without a whole new
+fit's noise everywhere else.
+
 One thread by default: on a shared 2-core machine a second thread is there or not from one
 moment to the next, and 2-thread times did not repeat; worth.py uses the 1-thread costs for
 more threads unless a run with `--threads 1 2` measured them.
@@ -467,14 +471,33 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--ops", nargs="+",
                         choices=sorted(ALL_OPS), default=ALL_OPS,
                         help="only these ops (a partial model, for trying things out)")
+    parser.add_argument("--update", action="store_true",
+                        help="refit only the --ops of the model at --out, keeping the rest")
     parser.add_argument("--passes", type=int, default=PASSES,
                         help=f"rounds over every op and size ({PASSES})")
     parser.add_argument("--out", type=Path, default=DEFAULT_PATH)
     return parser.parse_args(argv)
 
 
+def update(path: Path, tables: dict, ops: list[str], header: dict) -> dict:
+    """The model at `path` with the costs of `ops` refit from `tables`, the rest as it was: a
+    kernel change to a few ops refits them without a whole new fit's noise elsewhere. The
+    header lists each update."""
+    data = json.loads(path.read_text())
+    CostModel.from_json(data, str(path))
+    for threads, table in tables.items():
+        old = data["threads"][threads]
+        for name in ops:
+            old["ops"][name] = table["ops"][name]
+            old["measured_us"]["chains"][name] = table["measured_us"]["chains"][name]
+    data["header"].setdefault("updates", []).append({**header, "ops": ops})
+    return data
+
+
 def main(argv: list[str] | None = None) -> None:
     args = parse_args(argv)
+    if args.update and args.ops == ALL_OPS:
+        raise SystemExit("--update refits the ops named by --ops")
     ops = list(dict.fromkeys([BASE, BROADCAST_OP, SEPARATOR, *args.ops]))
     started, load = time.perf_counter(), os.getloadavg()[0]
     breaks = SIZES[1:-1]
@@ -491,21 +514,29 @@ def main(argv: list[str] | None = None) -> None:
             "note": "LiteRT = Interpreter(num_threads=threads), XNNPACK applied; the fused "
                     "costs change as the kernels do: rerun perf/calibrate.py to refit",
         }
-        data = {"format": FORMAT, "header": header, "breaks": list(breaks), "threads": tables}
-        model = CostModel.from_json(data, "fitted model")
         for threads in args.threads:
             print(f"\nfitted costs, {threads} thread(s):\n"
                   f"{costs_table(tables[str(threads)], breaks)}")
-            checks += check(model, tables[str(threads)], threads, cache_dir)
+        if args.update:
+            data = update(args.out, tables, args.ops, {
+                key: header[key] for key in ("command", "date", "versions", "passes")})
+        else:
+            data = {"format": FORMAT, "header": header, "breaks": list(breaks),
+                    "threads": tables}
+            model = CostModel.from_json(data, "fitted model")
+            for threads in args.threads:
+                checks += check(model, tables[str(threads)], threads, cache_dir)
+            data["check"] = checks
     header.update(seconds=round(time.perf_counter() - started),
                   load_average=[load, os.getloadavg()[0]])
-    data["check"] = checks
-    print("\nmeasured vs predicted, each perf workload one partition between XNNPACK ops (us "
-          "without the invoke overhead; invoke_speedup: whole models):\n" + check_table(checks))
+    if checks:
+        print("\nmeasured vs predicted, each perf workload one partition between XNNPACK ops "
+              "(us without the invoke overhead; invoke_speedup: whole models):\n"
+              + check_table(checks))
     args.out.write_text(json.dumps(rounded(data), indent=1) + "\n")
     right = sum(r["decision_right"] for r in checks)
-    print(f"\n{right} of {len(checks)} decisions right; wrote {args.out} in "
-          f"{header['seconds']} s (load average {load:.1f} -> {os.getloadavg()[0]:.1f})")
+    print(f"\n{f'{right} of {len(checks)} decisions right; ' if checks else ''}wrote {args.out} "
+          f"in {header['seconds']} s (load average {load:.1f} -> {os.getloadavg()[0]:.1f})")
 
 
 if __name__ == "__main__":

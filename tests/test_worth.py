@@ -334,3 +334,20 @@ def test_calibration_separates_the_int8_tables_xnnpack_folds_when_chained():
     assert ops == ["LOGISTIC", "ADD"] * 3
     assert [op.op for op in read_model(chain("LOGISTIC/int8", 3, 4096)).subgraphs[0]
             .operators] == ["LOGISTIC"] * 3
+
+
+def test_a_calibration_update_replaces_only_the_ops_it_measured(tmp_path):
+    path = tmp_path / "cost_model.json"
+    path.write_text(worth.DEFAULT_PATH.read_text())
+    before = json.loads(path.read_text())
+    tables = {threads: {"ops": {"ADD": {"litert": {"c0_us": 1.0, "c1_ns": [2.0] * 6},
+                                        "fused_ns": 3.0}},
+                        "measured_us": {"chains": {"ADD": {"litert": {}, "fused": {}}}}}
+              for threads in before["threads"]}
+    data = calibrate.update(path, tables, ["ADD"], {"command": "update ADD"})
+    model = CostModel.from_json(data)
+    for threads, costs in model.threads.items():
+        assert costs.ops["ADD"].fused_ns == 3.0
+        table, old = data["threads"][str(threads)], before["threads"][str(threads)]
+        assert table["ops"]["MUL"] == old["ops"]["MUL"] and table["split"] == old["split"]
+    assert data["header"]["updates"][-1] == {"command": "update ADD", "ops": ["ADD"]}
