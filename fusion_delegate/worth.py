@@ -92,6 +92,14 @@ PROXIES.update({f"{name}/int8": tuple(f"{op}/int8" for op in PROXIES[name])
 #: 1-4K elements that a cut of XNNPACK's graph leaves to wake the other thread lost 0.1-0.4 us
 #: where it was predicted to save 0.1-0.3), and less than a model's run-to-run noise.
 MIN_SAVING_US = 0.5
+#: At more than one thread, a partition cut out of XNNPACK's work whose inputs XNNPACK's
+#: threads make must be predicted at least this much faster, whatever min_speedup's margin.
+#: Fitted to the corpus at 2 threads: partitions predicted 1.3-1.7x lost (ViT's MUL+SOFTMAX,
+#: 0.3-0.6 us in every run; MobileNetV3-Small float's gate and face_landmark's ADD+PRELU,
+#: 1-2% of the whole model), those from 2x on gained or tied; 2.2 would also drop ConvNeXt's
+#: ADD+MEAN+MEAN (2.09x, saving 0.5 us). Not for an input a builtin kernel makes (an int8
+#: gate after a HARD_SWISH: 1.4x predicted, 1-5 us saved).
+THREADED_MIN_SPEEDUP = 1.8
 
 
 class CostModelError(FusionDelegateError, ValueError):
@@ -104,6 +112,7 @@ class Prediction:
     fused_us: float       # our one fused kernel
     cut_us: float = 0.0   # of fused_us, what cutting XNNPACK's partition around it costs
     threads: int = 1      # the interpreter's, which the costs were measured at
+    builtin_input: bool = False  # a builtin kernel, on one thread, makes one of its inputs
 
     @property
     def speedup(self) -> float:
@@ -121,8 +130,11 @@ class Prediction:
         sooner (unknown: it pays). The margin grows with the threads because the predictions
         miss more there: XNNPACK runs its ops on its pool, our kernel beside it on one thread
         (perf/MODELS.md: 92-93% of decisions right at 1 thread, 86-91% at 2; partitions
-        predicted 1.1-1.2x gained at 1 thread, and lost up to a fifth of a model at 2)."""
+        predicted 1.1-1.2x gained at 1 thread, and lost up to a fifth of a model at 2). With
+        more threads, one cut out of XNNPACK's threaded work needs THREADED_MIN_SPEEDUP."""
         required = 1.0 + (min_speedup - 1.0) * max(self.threads, 1)
+        if self.threads > 1 and self.cut_us > 0 and not self.builtin_input:
+            required = max(required, THREADED_MIN_SPEEDUP)
         return self.speedup >= required and (
             not math.isfinite(self.speedup) or self.saving_us >= MIN_SAVING_US)
 
@@ -270,7 +282,8 @@ class CostModel:
         split = cut.us(costs, max(nests, default=0), self.breaks) * memory_bound
         if one_thread_input:
             split /= 2
-        return Prediction(litert, c0 + max(memory_us, compute_us) + split, split, threads)
+        return Prediction(litert, c0 + max(memory_us, compute_us) + split, split, threads,
+                          builtin_input)
 
     @staticmethod
     def broadcast_factor(costs: Costs, name: str, elements: int, run: int | None = None) -> float:

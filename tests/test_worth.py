@@ -152,6 +152,17 @@ def test_the_margin_over_litert_grows_with_the_threads():
     assert two.pays(1.05)
 
 
+def test_more_threads_ask_a_cut_out_of_xnnpacks_threaded_work_for_more():
+    """1.6x: enough at one thread, for the whole model, or after a builtin kernel; not for a
+    partition between ops XNNPACK's threads run."""
+    cut = dict(litert_us=8.0, fused_us=5.0, cut_us=1.0)
+    assert Prediction(**cut, threads=1).pays(1.1)
+    assert not Prediction(**cut, threads=2).pays(1.1)
+    assert Prediction(**cut, threads=2, builtin_input=True).pays(1.1)
+    assert Prediction(8.0, 5.0, threads=2).pays(1.1)
+    assert Prediction(10.0, 5.0, 1.0, threads=2).pays(1.1)   # 2x
+
+
 @pytest.mark.parametrize("output, inputs, run", [
     ((4, 8), [(4, 8), (8,)], 8),                    # per channel: a call per row
     ((4, 8), [(4, 8), (4, 1)], 8),                  # per row: the same
@@ -301,7 +312,8 @@ def test_a_partition_after_a_builtin_kernel_prices_litert_at_one_thread_and_half
         share = min(1.0, memory_us / ops_us)
         assert math.isclose(after.cut_us, cut.us(costs, n, model.breaks) * share / 2)
         assert math.isclose(after.fused_us - after.cut_us, usual.fused_us - usual.cut_us)
-        assert model.predict(chain, [n], 1, cut, builtin_input=True) == one_thread
+        at_one = model.predict(chain, [n], 1, cut, builtin_input=True)
+        assert (at_one.litert_us, at_one.fused_us) == (one_thread.litert_us, one_thread.fused_us)
 
 
 def test_a_gate_after_a_builtin_kernel_is_priced_with_litert_at_one_thread():
