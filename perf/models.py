@@ -34,7 +34,7 @@ from ai_edge_litert.interpreter import Interpreter, OpResolverType  # noqa: E402
 from fusion_delegate import FusionDelegate  # noqa: E402
 from fusion_delegate.model import Subgraph, boundary, extract, read_model, write_model  # noqa: E402
 from fusion_delegate.options import FusionOptions  # noqa: E402
-from fusion_delegate.worth import MIN_SAVING_US  # noqa: E402
+from fusion_delegate.worth import MIN_SAVING_US, THREADED_MIN_SPEEDUP  # noqa: E402
 from fusion_delegate.tools.runner import random_inputs, set_inputs  # noqa: E402
 from perf.suite import cpu_info, fixed_width, markdown, versions  # noqa: E402
 from perf.timing import MIN_ROUNDS, Samples, interleaved  # noqa: E402
@@ -361,7 +361,8 @@ nodes in all), run by LiteRT default alone and with the delegate claiming only t
 (1-3%). `predicted`: the cost
 model's litert_us / fused_us for it (`delegate.predictions` of the default options; n/a where
 the cost model is unavailable); `claimed_by_default`: predicted >= 1 + ({MIN_SPEEDUP:g} - 1) x
-threads and `pred_save_us` >= {MIN_SAVING_US:g} (`Prediction.pays`);
+threads (at more than one thread, between ops XNNPACK's threads run, >= {THREADED_MIN_SPEEDUP:g})
+and `pred_save_us` >= {MIN_SAVING_US:g} (`Prediction.pays`);
 `pred_save_us`: litert_us - fused_us; `meas_save_us`: the neighbourhood's median time without
 the delegate (the mean of two identical interpreters timed in the same rounds) minus with the
 partition claimed; `noise_us`: the largest of half the interquartile range of the no-delegate
