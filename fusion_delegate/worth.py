@@ -42,7 +42,8 @@ activations).
   after an XNNPACK ADD, 26-32 us after a builtin HARD_SWISH, 21-22 us on one thread). Our
   kernel runs on the core that made the input, so of the cut only its output side remains:
   half of `split`.
-- A partition must also be predicted to save MIN_SAVING_US.
+- A partition must also be predicted to save MIN_SAVING_US, and at more than one thread one
+  between ops XNNPACK's threads run to be THREADED_MIN_SPEEDUP faster.
 
 The Python call into the interpreter, the same for both, is left out. An op the model lacks
 takes the costs of the measured op of its cost class (codegen.ops.TRANSCENDENTAL or not) whose

@@ -486,6 +486,8 @@ def update(path: Path, tables: dict, ops: list[str], header: dict) -> dict:
     data = json.loads(path.read_text())
     CostModel.from_json(data, str(path))
     for threads, table in tables.items():
+        if threads not in data["threads"]:
+            raise SystemExit(f"{path} has no {threads}-thread costs to update")
         old = data["threads"][threads]
         for name in ops:
             old["ops"][name] = table["ops"][name]
