@@ -18,7 +18,7 @@ from fusion_delegate.demo import build_demo_model
 from fusion_delegate.worth import (APPROXIMATED_OPS, CACHED_ELEMENTS, QUANTIZED_OPS, CostModel,
                                    CostModelError, Cut, Prediction, load_cost_model, predict)
 from perf import calibrate
-from perf.calibrate import add_chain, chain, conv_sandwich
+from perf.calibrate import add_chain, conv_sandwich
 
 ARITHMETIC_CHAIN = ["ADD", "MUL", "SUB", "MUL", "ADD", "DIV", "ADD", "MUL", "SUB", "ADD"]
 
@@ -276,7 +276,7 @@ def test_an_elementwise_neighbour_apart_from_the_partition_prices_its_cut_by_siz
 def quantized_op_model(name: str) -> bytes:
     """One int8 `name` on [16, 256]: QUANTIZE and DEQUANTIZE convert from and to float32."""
     if name not in ("QUANTIZE", "DEQUANTIZE"):
-        return chain(f"{name}/int8", 1, 4096)
+        return calibrate.chain(f"{name}/int8", 1, 4096)
     b = ModelBuilder()
     q = Quantization.per_tensor(0.05, 0)
     if name == "QUANTIZE":
@@ -301,18 +301,18 @@ def test_a_partition_after_a_builtin_kernel_prices_litert_at_one_thread_and_half
     """At 2 threads XNNPACK's ops reading what a builtin kernel made cost their 1-thread time
     (its second thread finds the data in another core's cache); our kernel, on the core that
     made it, pays only the output side of the cut. At 1 thread nothing changes."""
-    model, n, chain = load_cost_model(), 1 << 16, [("MUL/int8", 1 << 16, 48)]
+    model, n, gate = load_cost_model(), 1 << 16, [("MUL/int8", 1 << 16, 48)]
     costs = model.costs(2)
     memory_us = costs.fused.us(n, model.breaks) - costs.fused.c0_us
     for cut in (Cut.APART, Cut.HEAVY):
-        after = model.predict(chain, [n], 2, cut, builtin_input=True)
-        usual, one_thread = model.predict(chain, [n], 2, cut), model.predict(chain, [n], 1, cut)
+        after = model.predict(gate, [n], 2, cut, builtin_input=True)
+        usual, one_thread = model.predict(gate, [n], 2, cut), model.predict(gate, [n], 1, cut)
         assert after.litert_us == one_thread.litert_us != usual.litert_us
         ops_us = one_thread.litert_us - model.costs(1).litert_first.us(n, model.breaks)
         share = min(1.0, memory_us / ops_us)
         assert math.isclose(after.cut_us, cut.us(costs, n, model.breaks) * share / 2)
         assert math.isclose(after.fused_us - after.cut_us, usual.fused_us - usual.cut_us)
-        at_one = model.predict(chain, [n], 1, cut, builtin_input=True)
+        at_one = model.predict(gate, [n], 1, cut, builtin_input=True)
         assert (at_one.litert_us, at_one.fused_us) == (one_thread.litert_us, one_thread.fused_us)
 
 
@@ -341,18 +341,19 @@ def test_calibration_separates_the_int8_tables_xnnpack_folds_when_chained():
     int8 ADD, whose measured cost perf/calibrate.py takes off."""
     assert set(calibrate.SEPARATED) == {f"{name}/int8" for name in XNNPACK_QUANTIZED
                                         if name in OPS and OPS[name].arity == 1}
-    ops = [op.op for op in read_model(chain("LOGISTIC/int8", 3, 4096, separated=True))
-           .subgraphs[0].operators]
-    assert ops == ["LOGISTIC", "ADD"] * 3
-    assert [op.op for op in read_model(chain("LOGISTIC/int8", 3, 4096)).subgraphs[0]
-            .operators] == ["LOGISTIC"] * 3
+    def ops(model: bytes) -> list[str]:
+        return [op.op for op in read_model(model).subgraphs[0].operators]
+
+    assert ops(calibrate.chain("LOGISTIC/int8", 3, 4096, separated=True)) == ["LOGISTIC", "ADD"] * 3
+    assert ops(calibrate.chain("LOGISTIC/int8", 3, 4096)) == ["LOGISTIC"] * 3
 
 
 def test_a_calibration_update_replaces_only_the_ops_it_measured(tmp_path):
     path = tmp_path / "cost_model.json"
     path.write_text(worth.DEFAULT_PATH.read_text())
     before = json.loads(path.read_text())
-    tables = {threads: {"ops": {"ADD": {"litert": {"c0_us": 1.0, "c1_ns": [2.0] * 6},
+    lines = len(before["breaks"]) + 1
+    tables = {threads: {"ops": {"ADD": {"litert": {"c0_us": 1.0, "c1_ns": [2.0] * lines},
                                         "fused_ns": 3.0}},
                         "measured_us": {"chains": {"ADD": {"litert": {}, "fused": {}}}}}
               for threads in before["threads"]}
