@@ -145,11 +145,11 @@ def chain(name: str, k: int, n: int, channels: int = CHANNELS,
         y = b.const("y", rng.integers(1, 40, channels).astype(np.int8), INT8)
     elif OPS[op].arity == 2:
         y = b.const("y", rng.uniform(0.5, 1.5, channels).astype(np.float32))
+    separator = SEPARATOR.partition("/")[0]
     for _ in range(k):
         h = b.op(op, [h] if OPS[op].arity == 1 else [h, y], op_options(op),
                  quantization=INT8_OUTPUTS.get(op, INT8) if dtype else None)
         if separated:
-            separator = SEPARATOR.partition("/")[0]
             h = b.op(separator, [h, y], op_options(separator), quantization=INT8)
     b.output(h)
     return b.to_bytes()

@@ -18,6 +18,7 @@ from fusion_delegate.demo import build_demo_model
 from fusion_delegate.worth import (APPROXIMATED_OPS, CACHED_ELEMENTS, QUANTIZED_OPS, CostModel,
                                    CostModelError, Cut, Prediction, load_cost_model, predict)
 from perf import calibrate
+from perf.after_builtin import gate_model
 from perf.calibrate import add_chain, conv_sandwich
 
 ARITHMETIC_CHAIN = ["ADD", "MUL", "SUB", "MUL", "ADD", "DIV", "ADD", "MUL", "SUB", "ADD"]
@@ -321,17 +322,10 @@ def test_a_gate_after_a_builtin_kernel_is_priced_with_litert_at_one_thread():
     builtin kernel (excluded here) is priced at 2 threads with LiteRT's 1-thread costs; the
     same gate after an ADD, which XNNPACK runs, with its 2-thread costs."""
     for first, builtin in (("HARD_SWISH", True), ("ADD", False)):
-        b = ModelBuilder()
-        q = Quantization.per_tensor(0.05, 0)
-        x = b.input("x", (1, 40, 40, 72), np.int8, q)
-        s = b.input("s", (1, 1, 1, 72), np.int8, q)
-        h = b.op(first, [x, x] if first == "ADD" else [x],
-                 {"fused_activation_function": 0} if first == "ADD" else None, quantization=q)
-        b.output(b.op("MUL", [h, s], {"fused_activation_function": 0}, quantization=q))
         litert = {}
         for threads in (1, 2):
             delegate = FusionDelegate(min_speedup=1e9, exclude_nodes="0")
-            builtin_interpreter(b.to_bytes(), [delegate], num_threads=threads)
+            builtin_interpreter(gate_model(first, with_gate=True), [delegate], num_threads=threads)
             litert[threads] = delegate.predictions[(1,)].litert_us
         assert (litert[2] == litert[1]) == builtin
 
