@@ -183,8 +183,7 @@ class FusionDelegate(SimpleDelegate):
         the kernel's: XNNPACK on 2 threads is up to twice faster than on 1."""
         if self.options.min_speedup <= 0:
             return UNKNOWN
-        return predict(cost_keys(ir), [nest.elements for nest in plan(ir).nests],
-                       interpreter_threads, cut, builtin_input)
+        return predict(cost_keys(ir), nest_traffic(ir), interpreter_threads, cut, builtin_input)
 
     def kernel_threads(self, context: Context) -> int:
         """The `num_threads` option, else the interpreter's, within what numba can run."""
@@ -251,32 +250,49 @@ def builtin_input(partition: Partition, nodes: dict[int, PlanNode]) -> bool:
                for index, node in nodes.items() if index not in partition.nodes)
 
 
-def cost_keys(ir: KernelIR) -> list[tuple[str, int, int]]:
-    """(cost model key, output elements, broadcast run) of each node the partition replaces:
-    the op, for a quantized one `OP/int8` (its costs are measured apart: LiteRT often runs it on
-    the builtin kernels, and a chain of them is one table lookup fused), and for one
-    precision="fast" approximates `OP/fast` (same LiteRT cost, cheaper fused). A reduction or a
-    composite row op (SOFTMAX, lowered to several ops: counted once) by its input's elements.
-    The run (worth.broadcast_run) is what XNNPACK's kernel covers per call: all the elements
-    but for a binary op with a broadcast operand."""
+def cost_keys(ir: KernelIR) -> list[tuple[str, int, int, int]]:
+    """(cost model key, output elements, broadcast run, whole inputs) of each node the
+    partition replaces: the op, for a quantized one `OP/int8` (its costs are measured apart:
+    LiteRT often runs it on the builtin kernels, and a chain of them is one table lookup
+    fused), and for one precision="fast" approximates `OP/fast` (same LiteRT cost, cheaper
+    fused). A reduction or a composite row op (SOFTMAX, lowered to several ops: counted once)
+    by its input's elements. The run (worth.broadcast_run) is what XNNPACK's kernel covers per
+    call: all the elements but for a binary op with a broadcast operand. Whole inputs: its
+    operands of its output's size, which LiteRT's kernel reads from memory (a residual ADD's
+    two, swish's MUL's x and LOGISTIC(x), made inside a SWISH op)."""
     keys, seen = [], set()
     for op in ir.ops:
         values = [ir.value(t) for t in (*op.inputs, op.output)]
         quantized = [v.dtype for v in values if v.quantized]
-        for name in op.source_ops:
-            if (op.node, name) in seen:
+        whole = sum(math.prod(v.shape) == math.prod(values[-1].shape) for v in values[:-1])
+        for node, name in op.sources:
+            if (node, name) in seen:
                 continue
-            seen.add((op.node, name))
+            seen.add((node, name))
             elements = math.prod(values[0 if name in REDUCTIONS or name in COMPOSITES
                                         else -1].shape)
+            inputs = 1
+            if name in OPS and OPS[name].arity == 2 and node == op.node:
+                # the root of a chain op (SWISH) reads x and a value made inside, of x's size
+                inputs = whole + (len(op.inputs) == 1 == whole)
             if quantized:
                 name = f"{name}/{quantized[0]}"
             elif ir.precision == "fast" and name in OPS and OPS[name].approximated:
                 name = f"{name}/fast"
             run = (broadcast_run(values[-1].shape, [v.shape for v in values[:-1]])
                    if len(op.inputs) == 2 else elements)
-            keys.append((name, elements, run))
+            keys.append((name, elements, run, inputs))
     return keys
+
+
+def nest_traffic(ir: KernelIR) -> list[tuple[int, int]]:
+    """(elements, extra streams) of each loop nest of the partition's schedule: the tensors of
+    its size it reads beyond one and writes beyond one. The fused cost line was measured on a
+    one-op partition, which reads one and writes one; a residual ADD's nest reads two."""
+    def beyond_one(tensors: tuple[int, ...], elements: int) -> int:
+        return max(0, sum(math.prod(ir.value(t).shape) == elements for t in tensors) - 1)
+    return [(nest.elements, beyond_one(nest.reads, nest.elements)
+             + beyond_one(nest.writes, nest.elements)) for nest in plan(ir).nests]
 
 
 def partition_ir(context: Context, nodes: list[FusedNode], partition: Partition, number: int,

@@ -17,6 +17,12 @@ activations).
   partition, costs beyond its fixed cost: one input and one output) and every op's compute.
   Loads and stores overlap the compute, so whichever is slower sets the time. An op computes
   once per element of its output: ops on smaller shapes get their own, smaller nests.
+- Every other whole tensor read or written costs half of `fused`'s memory time (`stream_us`):
+  the calibration's binary ops read one tensor and a per-channel constant, a residual ADD or
+  swish's MUL reads two. Measured on a MUL of two [1, 28, 28, 240] tensors against one and a
+  constant: +7.0 us for XNNPACK, +7.2 us fused (13.6 and 13.7 us), and so at 56K-451K
+  elements. Not for int8 ops on LiteRT's side: its int8 ADD of two tensors costs less than
+  the calibration's per-channel one (3.0 against 4.5 us at [1, 28, 28, 40]).
 - A binary op whose broadcast operand repeats every `run` elements (a per-channel constant:
   run = C) costs LiteRT more where runs are short: XNNPACK calls its kernel once per run (at
   C = 8 an ADD took 9x its time at C = 256 here). `broadcast` has that factor, measured on ADD
@@ -77,8 +83,9 @@ QUANTIZED_OPS = tuple(f"{name}/int8" for name, dtypes in quant.SUPPORTED_DTYPES.
 #: precision="fast" ops have costs of their own, `OP/fast`: LiteRT's are the same, ours lower.
 APPROXIMATED_OPS = tuple(f"{name}/fast" for name, spec in OPS.items() if spec.approximated)
 FORMAT = 5
-#: Reductions and row ops not measured on their own (perf/calibrate.py times elementwise
-#: chains): each costs, on both sides, the elementwise ops it amounts to per input element.
+#: Reductions and row ops the cost model has not measured (perf/calibrate.py times elementwise
+#: chains, and SOFTMAX): each costs, on both sides, the elementwise ops it amounts to per input
+#: element.
 PROXIES = {"MEAN": ("ADD",), "SUM": ("ADD",), "REDUCE_MAX": ("MAXIMUM",),
            "REDUCE_MIN": ("MINIMUM",), "SOFTMAX": ("MAXIMUM", "SUB", "EXP", "ADD", "MUL"),
            "LOG_SOFTMAX": ("MAXIMUM", "SUB", "EXP", "ADD", "SUB"),
@@ -249,16 +256,19 @@ class CostModel:
 
     def op_cost(self, costs: Costs, name: str) -> OpCost:
         """The op's measured costs (a uint8 op: its int8 twin's; a fast one not measured: its
-        exact costs, which are higher), or those of its cost class's slowest fused op."""
+        exact costs, which are higher), or those of its cost class's slowest fused elementwise
+        op."""
         for key in (name, name.replace("/uint8", "/int8"), name.removesuffix("/fast")):
             if key in costs.ops:
                 return costs.ops[key]
         expensive = name in TRANSCENDENTAL or name not in OPS
-        same = [n for n in costs.ops if (n in TRANSCENDENTAL) == expensive] or list(costs.ops)
+        elementwise = [n for n in costs.ops if n.partition("/")[0] in OPS]
+        same = [n for n in elementwise if (n in TRANSCENDENTAL) == expensive] or list(costs.ops)
         return costs.ops[max(same, key=lambda n: costs.ops[n].fused_ns)]
 
-    def predict(self, ops: Sequence[tuple], nests: Sequence[int], threads: int = 1,
-                cut: Cut = Cut.ELEMENTWISE, builtin_input: bool = False) -> Prediction:
+    def predict(self, ops: Sequence[tuple], nests: Sequence[int | tuple[int, int]],
+                threads: int = 1, cut: Cut = Cut.ELEMENTWISE,
+                builtin_input: bool = False) -> Prediction:
         """The cut is priced at the share of the partition that is traffic: the fused
         kernel's memory time over LiteRT's time for the ops (at 64K elements a third for two
         ADDs, a quarter for a swish). A cut beside XNNPACK's ops takes away what fusing saves
@@ -269,22 +279,33 @@ class CostModel:
         costs = self.costs(threads)
         one_thread_input = builtin_input and threads > 1
         litert_costs = self.costs(1) if one_thread_input else costs
-        per_op = [(proxy, n, self.broadcast_factor(litert_costs, name, n, *run))
-                  for name, n, *run in ops
+        ops = [(name, n, *more, *(n, 1)[len(more):]) for name, n, *more in ops]
+        nests = [(nest, 0) if isinstance(nest, int) else nest for nest in nests]
+        sizes = [n for n, _ in nests]
+        per_op = [(proxy, n, self.broadcast_factor(litert_costs, name, n, run))
+                  for name, n, run, _ in ops
                   for proxy in ((name,) if name in costs.ops else PROXIES.get(name, (name,)))]
         ops_us = sum(self.op_cost(litert_costs, proxy).litert.us(elements, self.breaks) * factor
                      for proxy, elements, factor in per_op)
-        litert = litert_costs.litert_first.us(max(nests, default=0), self.breaks) + ops_us
+        ops_us += sum(self.stream_us(litert_costs, n) * (inputs - 1) for name, n, _, inputs in ops
+                      if inputs > 1 and name.partition("/")[2] in ("", "fast"))
+        litert = litert_costs.litert_first.us(max(sizes, default=0), self.breaks) + ops_us
         c0 = costs.fused.c0_us
-        memory_us = sum(costs.fused.us(n, self.breaks) - c0 for n in nests)
+        memory_us = sum(costs.fused.us(n, self.breaks) - c0 + self.stream_us(costs, n) * extra
+                        for n, extra in nests)
         compute_us = sum(self.op_cost(costs, proxy).fused_ns * elements
                          for proxy, elements, _ in per_op) / 1e3
         memory_bound = min(1.0, memory_us / ops_us) if ops_us > 0 else 1.0
-        split = cut.us(costs, max(nests, default=0), self.breaks) * memory_bound
+        split = cut.us(costs, max(sizes, default=0), self.breaks) * memory_bound
         if one_thread_input:
             split /= 2
         return Prediction(litert, c0 + max(memory_us, compute_us) + split, split, threads,
                           builtin_input)
+
+    def stream_us(self, costs: Costs, elements: int) -> float:
+        """Reading one more tensor of `elements`: half the one-op partition's memory time (it
+        reads one and writes one)."""
+        return (costs.fused.us(elements, self.breaks) - costs.fused.c0_us) / 2
 
     @staticmethod
     def broadcast_factor(costs: Costs, name: str, elements: int, run: int | None = None) -> float:
@@ -316,13 +337,15 @@ def _usable(path: str | Path | None) -> CostModel | None:
         return None
 
 
-def predict(ops: Sequence[tuple], nests: Sequence[int], threads: int = 1,
+def predict(ops: Sequence[tuple], nests: Sequence[int | tuple[int, int]], threads: int = 1,
             cut: Cut = Cut.ELEMENTWISE, builtin_input: bool = False,
             path: str | Path | None = None) -> Prediction:
     """LiteRT's and the fused kernel's predicted time for a partition.
 
-    ops: (OPS name, elements of that op's output[, its broadcast_run]), in partition order;
-    nests: elements of each loop nest of the kernel (codegen.schedule); threads: the
+    ops: (OPS name, elements of that op's output[, its broadcast_run[, its operands of that
+    size]]), in partition order (fusion.cost_keys); nests: elements of each loop nest of the
+    kernel (codegen.schedule)[, with the tensors of that size it reads and writes beyond one
+    each] (fusion.nest_traffic); threads: the
     interpreter's; cut: what is beside the partition (fusion.cut_around); builtin_input: a
     builtin kernel makes one of its inputs (fusion.builtin_input). Never raises for a bad cost
     model: it predicts UNKNOWN (speedup inf) and logs why, once.

@@ -15,6 +15,10 @@ fusion_delegate/worth.py has the model they are fitted to:
   int8 LOGISTIC, TANH, ELU or LEAKY_RELU (tables) into one: five cost what one does, 2.6 us at
   64K elements. Their LiteRT chains alternate with an int8 ADD (SEPARATED), whose cost comes
   off; the fused chains do not (the delegate composes tables too).
+- SOFTMAX, float and int8 (ROW_OPS), the same over rows of 256, but its fused compute is that of
+  one SOFTMAX beyond the one-NEG partition: five fused in a row cost 6 (float) and 17 (int8)
+  times one. Its proxies (worth.PROXIES) priced LiteRT's int8 SOFTMAX, a builtin kernel, at a
+  third of its cost (1.8 ns an element), and XNNPACK's float one at twice its.
 - Fused: an op's compute is c1_f = (T(5) - T(1)) / (4 n). Ops LLVM folds when repeated
   (-(-h), abs(abs(h)), floor(floor(h))) come out free: they are one vector instruction, close
   to free anyway. The one-NEG partition (one input, one output, no compute to speak of) timed
@@ -98,7 +102,10 @@ BASE = "NEG"                # the one-op partition the base costs are measured o
 EMPTY = ("empty",)
 SANDWICH = 6                # ADDs in the split chain; the delegate claims the middle two
 
-ALL_OPS = [*OPS, *QUANTIZED_OPS, *APPROXIMATED_OPS]
+#: Row ops measured on their own rather than priced by worth.PROXIES: the classifier's and
+#: attention's SOFTMAX.
+ROW_OPS = ("SOFTMAX", "SOFTMAX/int8")
+ALL_OPS = [*OPS, *QUANTIZED_OPS, *APPROXIMATED_OPS, *ROW_OPS]
 #: int8 unary ops XNNPACK runs as tables: it folds a chain of them into one (five LOGISTICs
 #: cost what one does), so their chains alternate with SEPARATOR's op, whose own cost comes off.
 SEPARATOR = "ADD/int8"
@@ -113,6 +120,8 @@ Invoke = Callable[[], None]
 
 def op_options(name: str) -> dict | None:
     """Options as a converter writes them; GELU's default is the exact (erf) form."""
+    if name == "SOFTMAX":
+        return {"beta": 1.0}
     if OPS[name].fused_activation:
         return {"fused_activation_function": 0}
     return {"LEAKY_RELU": {"alpha": 0.2}, "GELU": {"approximate": False}}.get(name)
@@ -124,7 +133,13 @@ UNSIGNED = Quantization.per_tensor(0.05, -128)      # every code >= the zero poi
 #: or above their zero point (else they fail); TANH's output as converters write it.
 INT8_INPUTS = {"SQRT": UNSIGNED, "RSQRT": UNSIGNED}
 INT8_OUTPUTS = {"LOGISTIC": Quantization.per_tensor(1 / 256, -128),
-                "TANH": Quantization.per_tensor(1 / 128, 0), **INT8_INPUTS}
+                "TANH": Quantization.per_tensor(1 / 128, 0),
+                "SOFTMAX": Quantization.per_tensor(1 / 256, -128), **INT8_INPUTS}
+
+
+def arity(op: str) -> int:
+    """Operands of an elementwise op; a row op (ROW_OPS) takes one."""
+    return OPS[op].arity if op in OPS else 1
 
 
 def chain(name: str, k: int, n: int, channels: int = CHANNELS,
@@ -141,13 +156,13 @@ def chain(name: str, k: int, n: int, channels: int = CHANNELS,
     h = b.input("x", (n // channels, channels), np.int8 if dtype else np.float32, q)
     y = None
     rng = np.random.default_rng(1)
-    if (OPS[op].arity == 2 or separated) and dtype:
+    if (arity(op) == 2 or separated) and dtype:
         y = b.const("y", rng.integers(1, 40, channels).astype(np.int8), INT8)
-    elif OPS[op].arity == 2:
+    elif arity(op) == 2:
         y = b.const("y", rng.uniform(0.5, 1.5, channels).astype(np.float32))
     separator = SEPARATOR.partition("/")[0]
     for _ in range(k):
-        h = b.op(op, [h] if OPS[op].arity == 1 else [h, y], op_options(op),
+        h = b.op(op, [h] if arity(op) == 1 else [h, y], op_options(op),
                  quantization=INT8_OUTPUTS.get(op, INT8) if dtype else None)
         if separated:
             h = b.op(separator, [h, y], op_options(separator), quantization=INT8)
@@ -238,7 +253,7 @@ def group(name: str, n: int, threads: int, cache_dir: str) -> dict[Key, Invoke]:
     FUSED_SIZE, and with BASE the empty model and the fused one-op partition."""
     methods = {("litert", name, k, n): interpreter(chain(name, k, n, separated=name in SEPARATED),
                                                    threads, None) for k in K}
-    fused = K if n == FUSED_SIZE else (1,) if name == BASE else ()
+    fused = (K[:1] if name in ROW_OPS else K) if n == FUSED_SIZE else (1,) if name == BASE else ()
     precision = "fast" if name.endswith("/fast") else "exact"
     methods.update({("fused", name, k, n): interpreter(chain(name, k, n), threads, cache_dir,
                                                        precision=precision)
@@ -316,6 +331,8 @@ def fit(t: dict[Key, float], ops: list[str]) -> dict:
     invoke = us[EMPTY]
 
     def per_op(method: str, name: str, n: int) -> float:
+        if method == "fused" and name in ROW_OPS:
+            return us[(method, name, K[0], n)] - us[(method, BASE, K[0], n)]
         step = (us[(method, name, K[1], n)] - us[(method, name, K[0], n)]) / (K[1] - K[0])
         if method == "litert" and name in SEPARATED:
             return step - per_op(method, SEPARATOR, n)
@@ -349,7 +366,8 @@ def fit(t: dict[Key, float], ops: list[str]) -> dict:
             "invoke": invoke,
             "chains": {name: {
                 "litert": {str(n): [us[("litert", name, k, n)] for k in K] for n in SIZES},
-                "fused": {str(FUSED_SIZE): [us[("fused", name, k, FUSED_SIZE)] for k in K]},
+                "fused": {str(FUSED_SIZE): [us[("fused", name, k, FUSED_SIZE)] for k in K
+                                            if ("fused", name, k, FUSED_SIZE) in us]},
             } for name in ops},
             "fused_one_op": {str(n): us[("fused", BASE, 1, n)] for n in SIZES},
             "split": {str(n): {part: us[("split", part, n)] for part in
@@ -364,10 +382,10 @@ def fit(t: dict[Key, float], ops: list[str]) -> dict:
 
 # ------------------------------------------------------------------------------------ check
 
-def partition_ops(model: bytes) -> list[tuple[str, int, int]]:
-    """(op, output elements, broadcast run) of every node, as the delegate would pass them to
-    predict(): `OP/int8` where a tensor of the node is int8 or uint8, `OP/fast` where the default
-    precision approximates the op (fusion.cost_keys)."""
+def partition_ops(model: bytes) -> list[tuple[str, int, int, int]]:
+    """(op, output elements, broadcast run, whole inputs) of every node, as the delegate would
+    pass them to predict(): `OP/int8` where a tensor of the node is int8 or uint8, `OP/fast`
+    where the default precision approximates the op (fusion.cost_keys)."""
     sg = read_model(model).subgraphs[0]
     ops = []
     for op in sg.operators:
@@ -380,9 +398,21 @@ def partition_ops(model: bytes) -> list[tuple[str, int, int]]:
             name = f"{op.op}/fast"
         output = sg.tensors[op.outputs[0]].shape
         inputs = [sg.tensors[t].shape for t in op.inputs if t >= 0]
+        binary = len(inputs) == 2
         ops.append((name, math.prod(output),
-                    broadcast_run(output, inputs) if len(inputs) == 2 else math.prod(output)))
+                    broadcast_run(output, inputs) if binary else math.prod(output),
+                    sum(math.prod(i) == math.prod(output) for i in inputs) if binary else 1))
     return ops
+
+
+def partition_nest(model: bytes, n: int) -> tuple[int, int]:
+    """The workload as one nest of n elements: (n, its whole inputs and outputs beyond one
+    each), as fusion.nest_traffic counts them."""
+    sg = read_model(model).subgraphs[0]
+
+    def whole(tensors: list[int]) -> int:
+        return sum(math.prod(sg.tensors[t].shape) == n for t in tensors)
+    return n, max(0, whole(sg.inputs) - 1) + max(0, whole(sg.outputs) - 1)
 
 
 def check(model: CostModel, costs: dict, threads: int, cache_dir: str) -> list[dict]:
@@ -400,7 +430,8 @@ def check(model: CostModel, costs: dict, threads: int, cache_dir: str) -> list[d
             t = {m: statistics.median(s) * 1e6
                  for m, s in timed_rounds(methods, 10 * ROUNDS, CHECK_SECONDS).items()}
             litert, fused = t["litert"] - invoke, t["fused"] - invoke + split
-            predicted = model.predict(partition_ops(case.model), [n], threads)
+            predicted = model.predict(partition_ops(case.model),
+                                      [partition_nest(case.model, n)], threads)
             rows.append({
                 "workload": name, "elements": n, "threads": threads, "ops": case.ops,
                 "measured": {"litert_us": litert, "fused_us": fused, "speedup": litert / fused,

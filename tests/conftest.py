@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 from hypothesis import settings
 
+from codegen.ir import KernelIR, Op, Value
 from fusion_delegate.runtime import Interpreter, OpResolverType
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -62,3 +63,10 @@ def foreign_calls(llvm_ir: str) -> set[str]:
     C API of its wrapper: libm (sinf, expf, ...) would show up here, by name."""
     called = set(re.findall(r"call [^@\n]*@([\w.$]+)\(", llvm_ir))
     return {name for name in called if not re.match(r"(llvm\.|NRT_|Py|_ZN|numba_)", name)}
+
+
+def ir_of(values: dict[int, tuple[int, ...]], ops, inputs, outputs) -> KernelIR:
+    """A partition's IR by hand: float32 values by tensor id, ops as (op, inputs, output)."""
+    return KernelIR(0, tuple(Value(t, f"t{t}", shape) for t, shape in sorted(values.items())),
+                    tuple(Op(n, op, ins, out, (("activation", 0),) if op in ("ADD", "MUL") else ())
+                          for n, (op, ins, out) in enumerate(ops)), inputs, outputs)

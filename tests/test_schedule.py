@@ -5,7 +5,7 @@ import math
 import numpy as np
 import pytest
 
-from conftest import builtin_interpreter, run, same_bits
+from conftest import builtin_interpreter, ir_of, run, same_bits
 from codegen.ir import KernelIR, Op, Value
 from codegen.render import TensorTableLayout, render_kernel
 from codegen.schedule import (ROW_COPIES_BYTES, ROW_TILE, STREAM_MIN_BYTES, STREAMING,
@@ -21,12 +21,6 @@ LAYOUT = TensorTableLayout(context_tensors_offset=16, tensor_size=112, tensor_da
 @pytest.fixture(scope="module")
 def cache_dir(tmp_path_factory):
     return str(tmp_path_factory.mktemp("kernels"))
-
-
-def ir_of(values: dict[int, tuple[int, ...]], ops, inputs, outputs) -> KernelIR:
-    return KernelIR(0, tuple(Value(t, f"t{t}", shape) for t, shape in sorted(values.items())),
-                    tuple(Op(n, op, ins, out, (("activation", 0),) if op in ("ADD", "MUL") else ())
-                          for n, (op, ins, out) in enumerate(ops)), inputs, outputs)
 
 
 def test_branches_of_shapes_that_do_not_broadcast_get_a_nest_each():

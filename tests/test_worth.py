@@ -2,16 +2,19 @@
 import json
 import logging
 import math
+from dataclasses import replace
 
 import numpy as np
 import pytest
 
 from codegen import quant
+from codegen.chains import approximate_chains
 from codegen.ops import OPS, TRANSCENDENTAL
-from conftest import builtin_interpreter
+from conftest import builtin_interpreter, ir_of
 from fusion_delegate import FusionDelegate, worth
 from fusion_delegate.context import Partition
-from fusion_delegate.fusion import XNNPACK_QUANTIZED, PlanNode, cut_around
+from fusion_delegate.fusion import (XNNPACK_QUANTIZED, PlanNode, cost_keys, cut_around,
+                                    nest_traffic)
 from fusion_delegate.model import ModelBuilder, Quantization, read_model
 from fusion_delegate.runtime import Interpreter
 from fusion_delegate.demo import build_demo_model
@@ -41,7 +44,8 @@ def test_ten_op_arithmetic_chain_on_1m_elements_pays():
 def test_committed_model_has_every_op_and_the_machine_header(data):
     model = load_cost_model()
     for costs in model.threads.values():
-        assert set(costs.ops) == set(OPS) | set(QUANTIZED_OPS) | set(APPROXIMATED_OPS)
+        assert set(costs.ops) == (set(OPS) | set(QUANTIZED_OPS) | set(APPROXIMATED_OPS)
+                                  | set(calibrate.ROW_OPS))
     header = data["header"]
     for key in ("date", "machine", "versions", "command"):
         assert header[key]
@@ -88,7 +92,8 @@ def test_partitions_are_priced_at_the_interpreters_thread_count_not_the_kernels(
 def test_missing_op_takes_the_slowest_fused_op_of_its_cost_class(data, name):
     model = without(data, name)
     costs = model.costs(1)
-    same_class = [n for n in costs.ops if (n in TRANSCENDENTAL) == (name in TRANSCENDENTAL)]
+    same_class = [n for n in costs.ops if n.partition("/")[0] in OPS
+                  and (n in TRANSCENDENTAL) == (name in TRANSCENDENTAL)]
     slowest = max(same_class, key=lambda n: costs.ops[n].fused_ns)
     assert model.op_cost(costs, name) is costs.ops[slowest]
     assert model.predict([(name, 4096)], [4096]) == model.predict([(slowest, 4096)], [4096])
@@ -358,3 +363,63 @@ def test_a_calibration_update_replaces_only_the_ops_it_measured(tmp_path):
         table, old = data["threads"][str(threads)], before["threads"][str(threads)]
         assert table["ops"]["MUL"] == old["ops"]["MUL"] and table["split"] == old["split"]
     assert data["header"]["updates"][-1] == {"command": "update ADD", "ops": ["ADD"]}
+
+
+def test_a_row_op_the_calibration_measured_is_priced_by_its_own_costs_not_its_proxies(data):
+    """int8 SOFTMAX costs LiteRT's builtin kernel three times what its proxies (int8 MAXIMUM,
+    SUB, EXP, ADD, MUL) predicted: the classifier's softmax saves 1 us fused, not 0.4."""
+    n = 1000
+    measured = CostModel.from_json(data)
+    for table in data["threads"].values():
+        del table["ops"]["SOFTMAX/int8"]
+    proxied = CostModel.from_json(data)
+    costs = measured.costs(1)
+    ops = [("SOFTMAX/int8", n)]
+    assert measured.predict(ops, [n]).litert_us == pytest.approx(
+        costs.litert_first.us(n, measured.breaks)
+        + costs.ops["SOFTMAX/int8"].litert.us(n, measured.breaks))
+    assert proxied.predict(ops, [n]) == proxied.predict(
+        [(f"{name}/int8", n) for name in worth.PROXIES["SOFTMAX"]], [n])
+    assert measured.predict(ops, [n]).saving_us > worth.MIN_SAVING_US > proxied.predict(
+        ops, [n]).saving_us
+
+
+@pytest.mark.parametrize("name", calibrate.ROW_OPS)
+def test_the_calibrations_row_op_chains_run_fused_and_on_litert(name, tmp_path):
+    model = calibrate.chain(name, 2, 4096)
+    assert [op.op for op in read_model(model).subgraphs[0].operators] == ["SOFTMAX"] * 2
+    calibrate.interpreter(model, 1, None)()
+    calibrate.interpreter(model, 1, str(tmp_path))()     # raises unless one fused partition
+
+
+def test_every_further_whole_tensor_costs_half_a_one_op_partitions_memory_time():
+    """The calibration's ops read one tensor (and a per-channel constant); a residual ADD reads
+    two, on LiteRT's side and in the fused nest. LiteRT's int8 ADD of two tensors costs less
+    than the calibration's, and is not charged."""
+    model = load_cost_model()
+    costs, n = model.costs(1), 1 << 16
+    stream = model.stream_us(costs, n)
+    assert stream == pytest.approx((costs.fused.us(n, model.breaks) - costs.fused.c0_us) / 2)
+    one = model.predict([("ADD", n)], [n], cut=Cut.NONE)
+    two = model.predict([("ADD", n, n, 2)], [(n, 1)], cut=Cut.NONE)
+    assert two.litert_us == pytest.approx(one.litert_us + stream)
+    assert two.fused_us == pytest.approx(one.fused_us + stream)
+    assert model.predict([("ADD", n, n, 1)], [(n, 0)]) == model.predict([("ADD", n)], [n])
+    int8 = [model.predict([("ADD/int8", n, n, k)], [(n, k - 1)], cut=Cut.NONE) for k in (1, 2)]
+    assert int8[1].litert_us == int8[0].litert_us and int8[1].fused_us >= int8[0].fused_us
+
+
+def test_cost_keys_count_the_whole_operands_litert_reads():
+    """A residual ADD reads two whole tensors, a per-channel MUL one; swish's MUL reads x and
+    LOGISTIC(x), also inside the SWISH op precision="fast" makes of the two."""
+    residual = ir_of({0: (8, 64), 1: (8, 64), 2: (64,), 3: (8, 64), 4: (8, 64)},
+                     [("ADD", (0, 1), 3), ("MUL", (3, 2), 4)], (0, 1, 2), (4,))
+    assert [key[3] for key in cost_keys(residual)] == [2, 1]
+    assert nest_traffic(residual) == [(512, 1)]         # reads x and y of 512, writes one
+    swish = ir_of({0: (8, 64), 1: (8, 64), 2: (8, 64)},
+                  [("LOGISTIC", (0,), 1), ("MUL", (0, 1), 2)], (0,), (2,))
+    assert [key[3] for key in cost_keys(swish)] == [1, 2]
+    fast = approximate_chains(replace(swish, precision="fast"))
+    assert [op.op for op in fast.ops] == ["SWISH"]
+    assert [(key[0], key[3]) for key in cost_keys(fast)] == [("LOGISTIC/fast", 1), ("MUL", 2)]
+    assert nest_traffic(fast) == [(512, 0)]
