@@ -279,6 +279,7 @@ class CostModel:
         costs = self.costs(threads)
         one_thread_input = builtin_input and threads > 1
         litert_costs = self.costs(1) if one_thread_input else costs
+        # (name, elements, run, whole inputs) and (elements, extra streams), with the defaults
         ops = [(name, n, *more, *(n, 1)[len(more):]) for name, n, *more in ops]
         nests = [(nest, 0) if isinstance(nest, int) else nest for nest in nests]
         sizes = [n for n, _ in nests]
