@@ -218,10 +218,10 @@ def plan_nodes(context: Context) -> dict[int, PlanNode]:
         inputs = {t for t in node.inputs if t >= 0 and not context.tensor(t).is_constant}
         if inputs:
             name = op_name(node)
-            quantized = any(qparams(context.tensor(t)) is not None for t in node.outputs)
+            builtin = (name in ELEMENTWISE and name not in XNNPACK_QUANTIZED and any(
+                qparams(context.tensor(t)) is not None for t in node.outputs))
             nodes[index] = PlanNode(inputs, set(node.outputs), name in ELEMENTWISE, position,
-                                    name in ELEMENTWISE and quantized
-                                    and name not in XNNPACK_QUANTIZED)
+                                    builtin)
     return nodes
 
 
