@@ -2,9 +2,10 @@
 
 Like numba's CFunc: look the source up, or else compile and store. The key is a hash of the
 source text (which encodes shapes, dtypes and literal constants), the numba and llvmlite
-versions and the CPU. On disk a kernel is `<dir>/<name>_<key>.py` (written atomically, checked
-against its hash before use) plus numba's own cache files beside it; anything unreadable or
-corrupt is a miss and is rebuilt, never trusted.
+versions and numba's target CPU and features (codegen.target). On disk a kernel is
+`<dir>/<name>_<key>.py` (written atomically, checked against its hash before use) plus numba's
+own cache files beside it; anything unreadable or corrupt is a miss and is rebuilt, never
+trusted.
 """
 from __future__ import annotations
 
@@ -14,7 +15,6 @@ import hashlib
 import importlib.util
 import logging
 import os
-import platform
 import sys
 import tempfile
 import threading
@@ -28,6 +28,8 @@ import numba
 from numba.core import ir_utils
 from numba.core.compiler import CompilerBase, DefaultPassBuilder
 from numba.core.compiler_lock import global_compiler_lock
+
+from .target import numba_target
 
 log = logging.getLogger("fusion_delegate.compile")
 
@@ -122,8 +124,8 @@ def max_parallel_threads() -> int:
 
 
 def cpu_fingerprint() -> str:
-    from llvmlite import binding
-    return f"{platform.machine()}-{binding.get_host_cpu_name()}"
+    """numba's target (CPU name and features), not the host's: NUMBA_CPU_NAME changes it."""
+    return numba_target().fingerprint
 
 
 @functools.cache

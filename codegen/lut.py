@@ -3,14 +3,14 @@
 A LUT nest (codegen.lower) maps each int8/uint8 element through a 256-entry byte table. LLVM
 turns `table[x[i]]` into one scalar load per element (about 0.5 ns); VPERMI2B looks up 64
 bytes in a 128-byte table in one instruction, so two of them and a blend by the index's top
-bit cover 256 entries. Where the CPU has no VBMI, `lookup_bytes` is the scalar loop.
+bit cover 256 entries. Where numba's target (codegen.target) has no VBMI, `lookup_bytes` is
+the scalar loop: the intrinsic would end the process in LLVM there.
 
 The table is indexed by the raw byte of the element (`byte_table` rotates an int8 table, which
 codegen.quant indexes by q + 128), so the loop never adds an offset.
 """
 from __future__ import annotations
 
-import llvmlite.binding as llvm
 import numpy as np
 from llvmlite import ir
 from numba import njit, types
@@ -18,8 +18,11 @@ from numba.extending import intrinsic
 
 _BYTES = ir.VectorType(ir.IntType(8), 64)
 
-#: The CPU has VPERMI2B on 512-bit vectors.
-HAS_BYTE_SHUFFLE = "+avx512vbmi" in llvm.get_host_cpu_features().flatten().split(",")
+from .target import numba_target
+
+#: numba's target has VPERMI2B on 512-bit vectors (read when this module is imported: numba's
+#: cache of `lookup_bytes` is keyed by that same target).
+HAS_BYTE_SHUFFLE = numba_target().byte_shuffle
 
 
 def byte_table(table: np.ndarray, in_dtype: str) -> np.ndarray:

@@ -32,6 +32,7 @@ from numba import types
 from numba.extending import intrinsic
 
 from .native import as_float32, as_int32
+from .target import numba_target
 from .trig_reduce import PI_OVER_2_FIXED_HI, PI_OVER_2_FIXED_LO, reduce_large
 
 ULP_BUDGET = {
@@ -646,23 +647,12 @@ FAST_BUDGET = {
 FAST_NEAR_ONLY = frozenset({"sin_fast_f32", "cos_fast_f32"})
 
 
-def _target_features() -> frozenset[str]:
-    """The CPU features numba compiles for: the host's, or NUMBA_CPU_FEATURES when
-    NUMBA_CPU_NAME names another CPU (a named CPU without an explicit list counts as none)."""
-    from llvmlite import binding as llvm_binding
-    from numba.core import config
-    if config.CPU_NAME and config.CPU_NAME != "host":
-        return frozenset(f[1:] for f in (config.CPU_FEATURES or "").split(",")
-                         if f.startswith("+"))
-    return frozenset(name for name, on in llvm_binding.get_host_cpu_features().items() if on)
-
-
 @intrinsic
 def _fma_available(typingctx):
     """True (a compile-time constant LLVM folds away) when _mul_add fuses: the target has FMA
     and compile_unfused is not in effect. Picks reductions that are exact only with FMA."""
     def codegen(context, builder, signature, args):
-        fused = _FUSE_MUL_ADD and "fma" in _target_features()
+        fused = _FUSE_MUL_ADD and "fma" in numba_target().features
         return context.get_constant(types.boolean, fused)
 
     return types.boolean(), codegen
@@ -682,7 +672,7 @@ def _ldexp(typingctx, p, k):
         value, exponent = args
         if exponent.type != i32:
             exponent = builder.trunc(exponent, i32)
-        if "avx512f" in _target_features():
+        if "avx512f" in numba_target().features:
             fn = builder.module.declare_intrinsic("llvm.ldexp", [f32, i32],
                                                   ir.FunctionType(f32, [f32, i32]))
             return builder.call(fn, [value, exponent])

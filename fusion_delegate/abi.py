@@ -381,8 +381,7 @@ def check_live_context(context) -> None:
         if len(shape) > 16 or any(d < 0 for d in shape):
             raise AbiMismatchError(f"tensor {index}: implausible shape {shape} "
                                    f"({runtime_version()})")
-        if tensor.name is not None:
-            tensor.name.decode("utf-8", errors="strict")
+        tensor.name     # a readable C string; any bytes (flatbuffer strings need not be UTF-8)
         dtype = TFLITE_TYPES[tensor.type][1]
         dense = not tensor.sparsity and tensor.allocation_type != kTfLiteDynamic
         if dtype is not None and tensor.dims and dense:

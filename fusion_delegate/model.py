@@ -99,7 +99,7 @@ def _plain(value: object) -> object:
     if isinstance(value, np.ndarray):
         return value.tolist()
     if isinstance(value, bytes):
-        return value.decode()
+        return value.decode("utf-8", "replace")     # flatbuffer strings are bytes, any bytes
     return value
 
 

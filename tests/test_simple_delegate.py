@@ -257,3 +257,25 @@ def test_interpreters_destroyed_after_our_modules_at_exit_do_not_crash():
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
                           timeout=120)
     assert done.returncode == 0 and "exiting" in done.stdout, done.stderr[-2000:]
+
+
+def test_tensor_and_op_names_that_are_not_utf8_run_with_the_delegate(rng):
+    """Flatbuffer strings are bytes: a model whose names are not UTF-8 runs without the
+    delegate, so it runs with it, and the model reader reads it. (LiteRT's Python API itself
+    decodes the names of inputs and outputs: only inner tensors can have such names.)"""
+    from fusion_delegate import FusionDelegate
+    from fusion_delegate.model import read_model
+    b = ModelBuilder()
+    x = b.input("x", (4, 64))
+    h = b.op("MUL", [x, x], NONE, name="h_NAME2")
+    b.output(b.op("TANH", [b.op("ADD", [h, x], NONE, name="s_NAME3")], name="y"))
+    model = b.to_bytes()
+    for marker in (b"NAME2", b"NAME3"):
+        assert marker in model
+        model = model.replace(marker, b"\xff\xfe\x80" + marker[-2:])
+    data = [rng.standard_normal((4, 64)).astype(np.float32)]
+    delegate = FusionDelegate(min_speedup=0.0, cache_dir="", precision="exact")
+    fused = builtin_interpreter(model, [delegate])
+    assert delegate.kernels, "the chain is claimed"
+    assert same_bits(run(fused, data)[0], run(builtin_interpreter(model), data)[0])
+    assert any("\ufffd" in t.name for t in read_model(model).subgraphs[0].tensors)
