@@ -9,18 +9,18 @@ kernel's native entry point, called by the runtime without Python.
 from __future__ import annotations
 
 import ctypes
+import logging
 import math
 import sys
 from dataclasses import dataclass, replace
 
-from codegen.chains import approximate_chains
 from codegen.compile import DEFAULT_DIR, CompileError, Kernel, KernelCache, max_parallel_threads
-from codegen.ir import IRError, KernelIR, Op, Value, broadcast_shapes, reduced_shape
-from codegen.lower import lower
+from codegen.ir import KernelIR, Op, Value, broadcast_shapes, reduced_shape
 from codegen.ops import OPS, REDUCTIONS
-from codegen.reduce import COMPOSITES, expand
-from codegen.render import TensorTableLayout, render_kernel
-from codegen.schedule import plan
+from codegen.pipeline import Built, NotBuildable, build
+from codegen.reduce import COMPOSITES
+from codegen.render import TensorTableLayout
+from codegen.schedule import Schedule, plan
 
 from . import abi
 from .claims import (FusedNode, default_path_reason, fused_node, integer_exponent, op_name,
@@ -30,6 +30,8 @@ from .errors import KernelBuildError, KernelCompileError
 from .options import FusionOptions
 from .simple_delegate import SimpleDelegate, SimpleDelegateKernel
 from .worth import UNKNOWN, Cut, Prediction, broadcast_run, predict
+
+log = logging.getLogger("fusion_delegate")
 
 LAYOUT = TensorTableLayout(context_tensors_offset=abi.CONTEXT_TENSORS_OFFSET,
                            tensor_size=abi.TENSOR_SIZE, tensor_data_offset=abi.TENSOR_DATA_OFFSET)
@@ -143,14 +145,19 @@ class FusionDelegate(SimpleDelegate):
         for number, partition in enumerate(partitions):
             try:
                 nodes = [fused_node(context.node(n)) for n in sorted(partition.nodes)]
-                ir = partition_ir(context, nodes, partition, number, self.kernel_threads(context),
-                                  self.options.precision)
-                render_kernel(ir, LAYOUT)
-            except (IRError, ValueError) as error:
+                built = build(partition_ir(context, nodes, partition, number,
+                                           self.kernel_threads(context), self.options.precision),
+                              LAYOUT)
+            except NotBuildable as error:
                 unbuildable[partition.nodes] = f"kernel cannot be built: {error}"
                 continue
+            except Exception as error:  # noqa: BLE001 - our bug: leave the partition to LiteRT
+                log.warning("partition %s: %s", partition.nodes, error, exc_info=True)
+                unbuildable[partition.nodes] = (f"kernel cannot be built: internal error "
+                                                f"{type(error).__name__}: {error}")
+                continue
             predictions[partition.nodes] = self.predict(
-                ir, context.num_threads, cut_around(partition, neighbours),
+                built, context.num_threads, cut_around(partition, neighbours),
                 builtin_input(partition, neighbours))
         paying = [p for p in partitions if p.nodes in predictions
                   and predictions[p.nodes].pays(self.options.min_speedup)]
@@ -176,14 +183,15 @@ class FusionDelegate(SimpleDelegate):
                 claims[node].partition = number
         return chosen
 
-    def predict(self, ir: KernelIR, interpreter_threads: int, cut: Cut,
+    def predict(self, built: Built, interpreter_threads: int, cut: Cut,
                 builtin_input: bool = False) -> Prediction:
         """The measured cost model's verdict on fusing a partition at its current shapes. Its
         costs are those measured at the interpreter's thread count (what XNNPACK runs on), not
         the kernel's: XNNPACK on 2 threads is up to twice faster than on 1."""
         if self.options.min_speedup <= 0:
             return UNKNOWN
-        return predict(cost_keys(ir), nest_traffic(ir), interpreter_threads, cut, builtin_input)
+        return predict(cost_keys(built.ir), nest_traffic(built.ir, built.schedule),
+                       interpreter_threads, cut, builtin_input)
 
     def kernel_threads(self, context: Context) -> int:
         """The `num_threads` option, else the interpreter's, within what numba can run."""
@@ -285,21 +293,21 @@ def cost_keys(ir: KernelIR) -> list[tuple[str, int, int, int]]:
     return keys
 
 
-def nest_traffic(ir: KernelIR) -> list[tuple[int, int]]:
+def nest_traffic(ir: KernelIR, schedule: Schedule | None = None) -> list[tuple[int, int]]:
     """(elements, extra streams) of each loop nest of the partition's schedule: the tensors of
     its size it reads beyond one and writes beyond one. The fused cost line was measured on a
     one-op partition, which reads one and writes one; a residual ADD's nest reads two."""
     def beyond_one(tensors: tuple[int, ...], elements: int) -> int:
         return max(0, sum(math.prod(ir.value(t).shape) == elements for t in tensors) - 1)
     return [(nest.elements, beyond_one(nest.reads, nest.elements)
-             + beyond_one(nest.writes, nest.elements)) for nest in plan(ir).nests]
+             + beyond_one(nest.writes, nest.elements)) for nest in (schedule or plan(ir)).nests]
 
 
 def partition_ir(context: Context, nodes: list[FusedNode], partition: Partition, number: int,
                  threads: int, precision: str = "exact") -> KernelIR:
-    """The partition's IR at the context's current shapes, its quantized ops lowered and, under
-    precision="fast", its APPROX_CHAINS made one op each: what its kernel computes. (`nodes`
-    are read once, before kernel prepare, where the runtime forbids reading nodes.)"""
+    """The partition's IR at the context's current shapes, as its nodes say (codegen.pipeline
+    lowers it). (`nodes` are read once, before kernel prepare, where the runtime forbids
+    reading nodes.)"""
     used = {t for node in nodes for t in node.inputs}   # not a reduction's axis tensor
     literals = {}
     for t in partition.inputs:
@@ -315,7 +323,7 @@ def partition_ir(context: Context, nodes: list[FusedNode], partition: Partition,
                                              params["keep_dims"]) if node.op in REDUCTIONS
                                else broadcast_shapes(*(shapes[t] for t in node.inputs)))
     infos = {t: context.tensor(t) for t in shapes}
-    ir = KernelIR(
+    return KernelIR(
         partition=number,
         values=tuple(Value(t, infos[t].name, shapes[t], literals.get(t),
                            infos[t].type_name.lower(), qparams(infos[t]))
@@ -326,8 +334,6 @@ def partition_ir(context: Context, nodes: list[FusedNode], partition: Partition,
         outputs=partition.outputs,
         threads=threads,
         precision=precision)
-    ir = lower(expand(ir))
-    return approximate_chains(ir) if precision == "fast" else ir
 
 
 def _reduction(context: Context, node: FusedNode, shapes: dict) -> FusedNode:
@@ -365,12 +371,12 @@ class FusionKernel(SimpleDelegateKernel):
         hint = (f"partition {self.number} (nodes {nodes}): {{}}; to run the model without it, "
                 f"pass exclude_nodes=\"{nodes}\" to FusionDelegate")
         try:
-            ir = partition_ir(context, self.nodes, self.partition, self.number,
-                              self.delegate.kernel_threads(context),
-                              self.delegate.options.precision)
-            source = render_kernel(ir, LAYOUT)
-        except (IRError, ValueError) as error:
+            built = build(partition_ir(context, self.nodes, self.partition, self.number,
+                                       self.delegate.kernel_threads(context),
+                                       self.delegate.options.precision), LAYOUT)
+        except NotBuildable as error:
             raise KernelBuildError(hint.format(error)) from error
+        ir, source = built.ir, built.source
         for t in ir.outputs:
             if context.tensor(t).shape != ir.value(t).shape:
                 context.resize(t, ir.value(t).shape)

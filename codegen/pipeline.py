@@ -1,0 +1,58 @@
+"""From a partition's IR to kernel source, in one place: the pass order and the one error.
+
+    ir --expand--> composites as their steps (softmax, ...)
+       --lower--> quantized ops as tables and fixed-point calls
+       --approximate_chains--> (precision="fast") a chain as one function
+       --plan--> Schedule (loop nests)
+       --render--> source text
+
+`build` is what the delegate calls; everything it raises for a partition the kernel cannot
+compute is NotBuildable, whose message says why.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .chains import approximate_chains
+from .ir import IRError, KernelIR
+from .lower import lower
+from .reduce import expand
+from .render import TensorTableLayout, render_kernel
+from .schedule import Schedule, plan
+from .target import Target, numba_target
+
+
+class NotBuildable(ValueError):
+    """The partition cannot be computed by a kernel: its message says why."""
+
+
+@dataclass(frozen=True)
+class Built:
+    """A partition's kernel before compilation: the IR it computes, its loop nests, its source."""
+    ir: KernelIR
+    schedule: Schedule
+    source: str
+
+    @property
+    def name(self) -> str:
+        return self.ir.name
+
+
+def lowered(ir: KernelIR) -> KernelIR:
+    """The IR the kernel computes: composites expanded, quantized ops lowered, and under
+    precision="fast" the approximated chains made one op each."""
+    try:
+        ir = lower(expand(ir))
+        return approximate_chains(ir) if ir.precision == "fast" else ir
+    except IRError as error:
+        raise NotBuildable(str(error)) from error
+
+
+def build(ir: KernelIR, layout: TensorTableLayout, target: Target | None = None) -> Built:
+    """The kernel of a partition's IR (as the delegate makes it, before lowering)."""
+    target = target or numba_target()
+    ir = lowered(ir)
+    try:
+        return Built(ir, plan(ir), render_kernel(ir, layout))
+    except IRError as error:
+        raise NotBuildable(str(error)) from error
