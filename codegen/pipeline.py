@@ -3,6 +3,7 @@
     ir --expand--> composites as their steps (softmax, ...)
        --lower--> quantized ops as tables and fixed-point calls
        --approximate_chains--> (precision="fast") a chain as one function
+       --islands.tabulate--> float math between 8-bit values as one table
        --plan--> Schedule (loop nests)
        --render--> source text
 
@@ -13,7 +14,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numpy as np
+
+from . import islands
 from .chains import approximate_chains
+from .compile import CompileError, KernelCache
 from .ir import IRError, KernelIR
 from .lower import lower
 from .reduce import expand
@@ -48,11 +53,31 @@ def lowered(ir: KernelIR) -> KernelIR:
         raise NotBuildable(str(error)) from error
 
 
-def build(ir: KernelIR, layout: TensorTableLayout, target: Target | None = None) -> Built:
-    """The kernel of a partition's IR (as the delegate makes it, before lowering)."""
+def build(ir: KernelIR, layout: TensorTableLayout, target: Target | None = None,
+          cache: KernelCache | None = None) -> Built:
+    """The kernel of a partition's IR (as the delegate makes it, before lowering). `cache`
+    compiles what the build itself must run (the tables of islands); by default in memory."""
     target = target or numba_target()
+    cache = cache or _scratch_cache()
+
+    def evaluate(island: KernelIR, codes: np.ndarray) -> np.ndarray:
+        kernel = cache.get(island.name, render_kernel(island, layout))
+        out = np.empty(codes.shape, island.value(island.outputs[0]).quant.numpy_dtype)
+        kernel.loop(codes, out)
+        return out
+
     ir = lowered(ir)
     try:
+        ir = islands.tabulate(ir, evaluate)
         return Built(ir, plan(ir), render_kernel(ir, layout))
-    except IRError as error:
+    except (IRError, CompileError) as error:
         raise NotBuildable(str(error)) from error
+
+
+_SCRATCH: list[KernelCache] = []
+
+
+def _scratch_cache() -> KernelCache:
+    if not _SCRATCH:
+        _SCRATCH.append(KernelCache(None))
+    return _SCRATCH[0]

@@ -147,7 +147,7 @@ class FusionDelegate(SimpleDelegate):
                 nodes = [fused_node(context.node(n)) for n in sorted(partition.nodes)]
                 built = build(partition_ir(context, nodes, partition, number,
                                            self.kernel_threads(context), self.options.precision),
-                              LAYOUT)
+                              LAYOUT, cache=self.cache)
             except NotBuildable as error:
                 unbuildable[partition.nodes] = f"kernel cannot be built: {error}"
                 continue
@@ -373,7 +373,8 @@ class FusionKernel(SimpleDelegateKernel):
         try:
             built = build(partition_ir(context, self.nodes, self.partition, self.number,
                                        self.delegate.kernel_threads(context),
-                                       self.delegate.options.precision), LAYOUT)
+                                       self.delegate.options.precision), LAYOUT,
+                          cache=self.delegate.cache)
         except NotBuildable as error:
             raise KernelBuildError(hint.format(error)) from error
         ir, source = built.ir, built.source

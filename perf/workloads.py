@@ -206,6 +206,16 @@ def int8_block(g: Graph) -> int:
     return g.op("TANH", r, quantization=Quantization.per_tensor(1 / 128, 0))
 
 
+def int8_island(g: Graph) -> int:
+    """DEQUANTIZE -> GELU -> QUANTIZE on int8 tensors: float math XNNPACK runs as one table
+    lookup, and so does the delegate (codegen.islands)."""
+    x = g.int8_input("x", Quantization.per_tensor(0.05, 3))
+    f = g.builder.op("DEQUANTIZE", [x], dtype=np.float32, name="dequantize")
+    f = g.builder.op("GELU", [f], {"approximate": False}, name="gelu")
+    return g.builder.op("QUANTIZE", [f], dtype=np.int8, name="quantize",
+                        quantization=Quantization.per_tensor(0.04, -5))
+
+
 def add_mul(g: Graph) -> int:
     """ADD then MUL by scalars: one small partition, to time invoking rather than computing."""
     x = g.normal_input("x")
@@ -244,6 +254,7 @@ WORKLOADS: dict[str, Workload] = {w.name: w for w in (
     Workload("transcendental", transcendental),
     Workload("hard_swish_int8", hard_swish_int8),
     Workload("int8_block", int8_block),
+    Workload("int8_island", int8_island),
 )}
 
 #: Per-channel math with short channel dims, as in mobile CNNs: the schedule's row tiles.

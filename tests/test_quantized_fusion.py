@@ -5,6 +5,7 @@ claims, lowering to tables and fixed-point calls (codegen.lower), composed table
 lookup nests (codegen.lut), int8 next to float32 in one kernel, the generated source.
 """
 import math
+import re
 
 import numpy as np
 import pytest
@@ -164,6 +165,40 @@ def test_float_islands_between_quantize_and_dequantize_fuse(cache_dir, rng):
     source = delegate.kernels[0].kernel.source
     assert "int8[::1], float32[::1], int8[::1]" in source and "quantize_block(" in source
     same_as_builtin(model, interpreter, [rng.integers(-128, 128, shape).astype(np.int8)])
+
+
+def float_island(shape: tuple[int, ...], expose_float: bool) -> bytes:
+    """int8 x -> DEQUANTIZE -> GELU -> MUL by a scalar -> TANH -> QUANTIZE; with
+    `expose_float`, the TANH's float output is a model output too."""
+    b = ModelBuilder()
+    x = b.input("x", shape, np.int8, q(0.05, 7))
+    f = b.op("GELU", [b.op("DEQUANTIZE", [x], dtype=np.float32)], {"approximate": False})
+    t = b.op("TANH", [b.op("MUL", [f, b.const("k", np.float32(0.75))], NONE)])
+    b.output(b.op("QUANTIZE", [t], dtype=np.int8, quantization=q(1 / 128, 0)))
+    if expose_float:
+        b.output(t)
+    return b.to_bytes()
+
+
+@pytest.mark.parametrize("precision", ["fast", "exact"])
+def test_a_float_island_on_one_int8_tensor_is_the_table_of_the_per_element_kernel(
+        cache_dir, rng, precision):
+    """Float math between an int8 input and an int8 output is a function of 256 codes: the
+    kernel looks it up (codegen.islands), and each entry is what the per-element kernel (the
+    same island, its float value needed as an output) computes."""
+    shape = (1, 30, 30, 24)
+    x = rng.integers(-128, 128, shape).astype(np.int8)
+    delegate, interpreter = delegated(float_island(shape, False), cache_dir, precision=precision)
+    assert delegate.summary() == "5 of 5 nodes delegated in 1 partitions"
+    gelu_call = re.compile(r"\bgelu\w*\(")
+    assert "lookup_bytes(" in delegate.kernels[0].kernel.source
+    assert not gelu_call.search(delegate.kernels[0].kernel.source)
+    per_element, whole = delegated(float_island(shape, True), cache_dir, precision=precision)
+    assert gelu_call.search(per_element.kernels[0].kernel.source)
+    [table_result] = run(interpreter, [x])
+    np.testing.assert_array_equal(table_result, run(whole, [x])[0])
+    [litert] = run(builtin_interpreter(float_island(shape, False)), [x])
+    assert np.abs(table_result.astype(int) - litert).max() <= 1   # float rounding at a step
 
 
 def test_quantize_of_a_tensor_whose_paths_differ_is_not_claimed(cache_dir):
