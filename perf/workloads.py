@@ -210,6 +210,7 @@ def int8_island(g: Graph) -> int:
     """DEQUANTIZE -> GELU -> QUANTIZE on int8 tensors: float math XNNPACK runs as one table
     lookup, and so does the delegate (codegen.islands)."""
     x = g.int8_input("x", Quantization.per_tensor(0.05, 3))
+    g.ops += 3
     f = g.builder.op("DEQUANTIZE", [x], dtype=np.float32, name="dequantize")
     f = g.builder.op("GELU", [f], {"approximate": False}, name="gelu")
     return g.builder.op("QUANTIZE", [f], dtype=np.int8, name="quantize",
