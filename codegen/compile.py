@@ -157,6 +157,7 @@ class KernelCache:
         self._kernels: dict[str, Kernel] = {}
         self._lock = threading.Lock()
         self._scratch: tempfile.TemporaryDirectory | None = None
+        self._refused: str | None = None       # why `directory` is not used, once found
 
     def get(self, name: str, source: str) -> Kernel:
         key = cache_key(source)
@@ -169,13 +170,19 @@ class KernelCache:
             return kernel
 
     def _module_dir(self) -> Path:
-        if self.directory is None:
-            # numba compiles from a real file; without a disk cache it is a private temp dir.
-            if self._scratch is None:
-                self._scratch = tempfile.TemporaryDirectory(prefix="fusion_delegate_")
-            return Path(self._scratch.name)
-        self.directory.mkdir(parents=True, exist_ok=True)
-        return self.directory
+        """The cache directory if it can be trusted and written, else a private temporary one
+        (numba compiles from a real file): numba's cache entries are pickles, so a directory
+        others can write into would run their code in this process."""
+        if self.directory is not None and self._refused is None:
+            self._refused = untrusted_reason(self.directory)
+            if self._refused:
+                log.warning("kernel cache %s not used (%s); compiling into a private "
+                            "temporary directory", self.directory, self._refused)
+        if self.directory is not None and not self._refused:
+            return self.directory
+        if self._scratch is None:
+            self._scratch = tempfile.TemporaryDirectory(prefix="fusion_delegate_")
+        return Path(self._scratch.name)
 
     def _load(self, name: str, source: str, key: str) -> Kernel:
         path = self._module_dir() / f"{name}_{key}.py"
@@ -201,7 +208,41 @@ class KernelCache:
                       entry=entry)
 
 
+def untrusted_reason(directory: Path) -> str:
+    """Why a cache directory must not be used ("" if it can): created private (0700) when
+    missing; refused when it is not a directory, cannot be written, or is owned by another
+    user than this one or root, or writable by group or others."""
+    if directory.exists() and not directory.is_dir():
+        return "not a directory"
+    try:
+        directory.mkdir(mode=0o700, parents=True, exist_ok=True)
+    except OSError as error:
+        return f"cannot create it: {error.strerror or error}"
+    for place in (directory, directory / "__pycache__"):
+        reason = _foreign(place)
+        if reason:
+            return f"{place.name}: {reason}" if place != directory else reason
+    if not os.access(directory, os.W_OK | os.X_OK):
+        return "not writable"
+    return ""
+
+
+def _foreign(path: Path) -> str:
+    """Why a file or directory may have been written by someone else ("" if not, or absent)."""
+    try:
+        status = path.stat()
+    except OSError:
+        return ""
+    if status.st_uid not in (os.getuid(), 0):
+        return f"owned by uid {status.st_uid}, not this user"
+    if status.st_mode & 0o022:
+        return f"writable by group or others (mode {status.st_mode & 0o777:o})"
+    return ""
+
+
 def _holds(path: Path, source: str) -> bool:
+    if _foreign(path):
+        return False                          # rewritten as ours, its numba cache dropped
     try:
         return path.read_text() == source
     except (OSError, UnicodeDecodeError):

@@ -1,6 +1,7 @@
 """The compile cache: in memory across kernel objects, on disk across processes, never trusted
 blindly."""
 import json
+import os
 import subprocess
 import sys
 
@@ -104,12 +105,51 @@ def test_cache_key_covers_source_versions_and_cpu():
     assert len(cache_key("a")) == 20
 
 
-def test_unwritable_cache_directory_gives_a_clear_error(tmp_path):
+SOURCE = "x = 1\n\nfrom numba import njit\n\n@njit\ndef k(a):\n    return a\n" \
+         "\nk_invoke = type('E', (), {'address': 0, 'cache_hits': {}})\n"
+
+
+def test_a_cache_dir_that_is_a_file_compiles_privately_and_says_so(tmp_path, caplog):
     blocker = tmp_path / "file"
     blocker.write_text("not a directory")
-    cache = KernelCache(blocker / "cache")
-    with pytest.raises(OSError):
-        cache.get("k", "x = 1\n")
+    cache = KernelCache(blocker)
+    kernel = cache.get("k", SOURCE)
+    assert blocker.parent not in kernel.path.parents and blocker.read_text() == "not a directory"
+    assert "not used (not a directory)" in caplog.text
+
+
+def test_a_new_cache_dir_is_private(tmp_path):
+    KernelCache(tmp_path / "a" / "cache").get("k", SOURCE)
+    assert (tmp_path / "a" / "cache").stat().st_mode & 0o777 == 0o700
+
+
+@pytest.mark.parametrize("how", ["group_writable", "other_owner", "group_writable_pycache"])
+def test_a_cache_dir_others_can_write_is_never_loaded_from(tmp_path, caplog, how):
+    """numba's cache entries are pickles: whoever can write them runs code in every process
+    that loads them."""
+    directory = tmp_path / "cache"
+    KernelCache(directory).get("k", SOURCE)
+    if how == "group_writable":
+        directory.chmod(0o775)
+    elif how == "group_writable_pycache":
+        (directory / "__pycache__").mkdir(exist_ok=True)
+        (directory / "__pycache__").chmod(0o777)
+    else:
+        if os.getuid() != 0:
+            pytest.skip("changing a directory's owner needs root")
+        os.chown(directory, 65534, -1)
+    kernel = KernelCache(directory).get("k", SOURCE)
+    assert directory not in kernel.path.parents
+    assert "not used (" in caplog.text and ("writable by group" in caplog.text
+                                            or "owned by uid 65534" in caplog.text)
+
+
+def test_a_cache_entry_others_can_write_is_compiled_again(tmp_path):
+    directory = tmp_path / "cache"
+    first = KernelCache(directory).get("k", SOURCE)
+    first.path.chmod(0o666)
+    again = KernelCache(directory).get("k", SOURCE)
+    assert again.path == first.path and again.path.stat().st_mode & 0o022 == 0
 
 
 def test_kernels_compiled_in_one_process_keep_short_block_labels():
