@@ -1,4 +1,4 @@
-"""The `fusion-delegate` program: demo, inspect, bench, diff and report.
+"""The `fusion-delegate` program: demo, inspect, bench, diff, report and compile.
 
 Results go to stdout and progress to stderr. Every expected failure (a bad option, a missing
 or corrupt model, an input dtype the tools cannot generate, a runtime error) ends as one line
@@ -12,10 +12,10 @@ import sys
 from . import __version__
 from .errors import DelegateOptionError, FusionDelegateError
 from .options import FusionOptions
-from .tools import bench, diff, inspect_model, report, run_demo
+from .tools import bench, diff, inspect_model, precompile, report, run_demo
 
 COMMANDS = {"demo": run_demo, "inspect": inspect_model, "bench": bench, "diff": diff,
-            "report": report}
+            "report": report, "compile": precompile}
 EXIT_ERROR, EXIT_USAGE = 1, 2
 
 

@@ -19,7 +19,7 @@ from fusion_delegate.tools.runner import build
 
 ROOT = Path(__file__).resolve().parents[1]
 SUMMARY = re.compile(r"\b(\d+) of (\d+) nodes delegated in (\d+) partitions\b")
-COMMANDS = ("inspect", "bench", "diff", "report")
+COMMANDS = ("inspect", "bench", "diff", "report", "compile")
 
 
 class Files:
@@ -46,7 +46,8 @@ class Files:
     def extra_args(self, command: str) -> list[str]:
         """The cheapest run of each command."""
         return {"inspect": [], "bench": ["--num_runs", "3"], "diff": ["--num_runs", "2"],
-                "report": ["--num_runs", "2", "-o", str(self.root / f"out_{command}")]}[command]
+                "report": ["--num_runs", "2", "-o", str(self.root / f"out_{command}")],
+                "compile": []}[command]
 
 
 def fc_only_model() -> bytes:
@@ -127,6 +128,32 @@ def test_bench_json_on_model_with_nothing_to_fuse(files):
     for side in ("litert", "fusion_delegate"):
         stats = data[side]["inference_us"]
         assert stats["count"] == 4 and stats["min"] <= stats["p50"] <= stats["max"]
+
+
+# --- compile -----------------------------------------------------------------------------------
+LOAD = """
+import json, sys
+from fusion_delegate import FusionDelegate
+from fusion_delegate.runtime import Interpreter
+delegate = FusionDelegate(cache_dir=sys.argv[2])
+interpreter = Interpreter(model_path=sys.argv[1], experimental_delegates=[delegate])
+interpreter.allocate_tensors()
+print(json.dumps([k.kernel.cache_hit for k in delegate.kernels.values()]))
+"""
+
+
+def test_compile_caches_every_kernel_a_new_process_then_only_loads(files, tmp_path):
+    cache = tmp_path / "shipped"
+    result = files.cli("compile", str(files.demo), "--threads", "1", "2", "--json",
+                       "--option", f"cache_dir={cache}", cache=False)
+    assert result.returncode == 0, result.stderr
+    rows = json.loads(result.stdout)["models"]
+    assert [r["threads"] for r in rows] == [1, 2]
+    assert rows[0]["partitions"] >= 1 and rows[0]["compiled"] == rows[0]["partitions"]
+    loaded = subprocess.run([sys.executable, "-c", LOAD, str(files.demo), str(cache)],
+                            cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert loaded.returncode == 0, loaded.stderr
+    assert set(json.loads(loaded.stdout.splitlines()[-1])) == {"disk"}
 
 
 # --- diff --------------------------------------------------------------------------------------
