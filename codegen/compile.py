@@ -25,13 +25,17 @@ from typing import Iterator
 
 import llvmlite
 import numba
-from numba.core import ir_utils
+from numba.core import caching, ir_utils
 from numba.core.compiler import CompilerBase, DefaultPassBuilder
 from numba.core.compiler_lock import global_compiler_lock
 
 from .target import numba_target
 
 log = logging.getLogger("fusion_delegate.compile")
+#: numba's locator of caches beside a module's file and its list of locators (private names
+#: before numba 0.68).
+_IN_TREE_LOCATOR = getattr(caching, "InTreeCacheLocator", None) or caching._InTreeCacheLocator
+_CACHE_IMPL = getattr(caching, "CacheImpl", None) or caching._CacheImpl
 
 DEFAULT_DIR = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "fusion_delegate"
 #: LLVM's loop vectorizer interleaves (runs several independent vectors an iteration) only
@@ -169,29 +173,37 @@ class KernelCache:
             self._kernels[key] = kernel
             return kernel
 
-    def _module_dir(self) -> Path:
-        """The cache directory if it can be trusted and written, else a private temporary one
-        (numba compiles from a real file): numba's cache entries are pickles, so a directory
-        others can write into would run their code in this process."""
+    def _directories(self) -> tuple[Path, Path | None]:
+        """Where kernels are compiled to, and a read-only directory they may be loaded from.
+
+        The cache directory if it can be trusted, else a private temporary one (numba
+        compiles from a real file): numba's cache entries are pickles, so a directory others
+        can write into would run their code in this process. A trusted directory this process
+        cannot write (a cache shipped with an application, owned by root) is only read."""
         if self.directory is not None and self._refused is None:
             self._refused = untrusted_reason(self.directory)
             if self._refused:
                 log.warning("kernel cache %s not used (%s); compiling into a private "
                             "temporary directory", self.directory, self._refused)
-        if self.directory is not None and not self._refused:
-            return self.directory
+        trusted = self.directory is not None and not self._refused
+        if trusted and os.access(self.directory, os.W_OK | os.X_OK):
+            return self.directory, None
         if self._scratch is None:
             self._scratch = tempfile.TemporaryDirectory(prefix="fusion_delegate_")
-        return Path(self._scratch.name)
+        return Path(self._scratch.name), self.directory if trusted else None
 
     def _load(self, name: str, source: str, key: str) -> Kernel:
-        path = self._module_dir() / f"{name}_{key}.py"
         start = time.perf_counter()
-        if not _holds(path, source):
+        directory, shipped = self._directories()
+        module = _load_shipped(shipped / f"{name}_{key}.py", source) if shipped else None
+        path = directory / f"{name}_{key}.py"
+        if module is not None:
+            path = shipped / path.name
+        elif not _holds(path, source):
             _remove_numba_cache(path)
             _write_atomic(path, source)
         try:
-            module = _import(path)
+            module = module or _import(path)
         except Exception as first:  # noqa: BLE001 - a corrupt cache entry is a miss
             log.debug("cache entry %s unusable (%s); compiling afresh", path.name, first)
             _remove_numba_cache(path)
@@ -208,10 +220,24 @@ class KernelCache:
                       entry=entry)
 
 
+def _load_shipped(path: Path, source: str):
+    """The kernel module at `path` in a read-only cache, if numba's entries for it are there
+    and load (None otherwise: the caller compiles it elsewhere)."""
+    indexes = (path.parent / "__pycache__").glob(f"{path.stem}.*.nbi")
+    if not _holds(path, source) or not any(indexes):
+        return None
+    _ReadOnlyLocator.directories.add(str(path.parent))
+    try:
+        return _import(path)
+    except Exception as error:  # noqa: BLE001 - built for another CPU or numba: compile anew
+        log.info("shipped kernel %s not loaded (%s); compiling it", path.name, error)
+        return None
+
+
 def untrusted_reason(directory: Path) -> str:
     """Why a cache directory must not be used ("" if it can): created private (0700) when
-    missing; refused when it is not a directory, cannot be written, or is owned by another
-    user than this one or root, or writable by group or others."""
+    missing; refused when it is not a directory, or it or its numba entries are owned by
+    another user than this one or root, or writable by group or others."""
     if directory.exists() and not directory.is_dir():
         return "not a directory"
     try:
@@ -222,8 +248,6 @@ def untrusted_reason(directory: Path) -> str:
         reason = _foreign(place)
         if reason:
             return f"{place.name}: {reason}" if place != directory else reason
-    if not os.access(directory, os.W_OK | os.X_OK):
-        return "not writable"
     return ""
 
 
@@ -238,6 +262,27 @@ def _foreign(path: Path) -> str:
     if status.st_mode & 0o022:
         return f"writable by group or others (mode {status.st_mode & 0o777:o})"
     return ""
+
+
+class _ReadOnlyLocator(_IN_TREE_LOCATOR):
+    """numba's cache locator for kernel modules in a read-only cache: their `__pycache__`
+    beside them, without numba's check that it can be written (which sends numba to a cache
+    of its own, where nothing was shipped). A kernel that misses there compiles elsewhere."""
+    directories: set[str] = set()
+
+    def ensure_cache_path(self):
+        if not os.path.isdir(self.get_cache_path()):
+            raise OSError(f"no {self.get_cache_path()}")
+
+    @classmethod
+    def from_function(cls, py_func, py_file):
+        if os.path.dirname(os.path.abspath(py_file)) not in cls.directories:
+            return None
+        return super().from_function(py_func, py_file)
+
+
+if _ReadOnlyLocator not in _CACHE_IMPL._locator_classes:
+    _CACHE_IMPL._locator_classes.insert(0, _ReadOnlyLocator)
 
 
 def _holds(path: Path, source: str) -> bool:

@@ -194,3 +194,48 @@ def test_kernels_compile_interleaved_and_other_numba_code_does_not():
         inside = multiplies()
     assert inside > before
     assert multiplies() == before
+
+
+SHIPPED = """
+import json, sys
+sys.path[:0] = [{root!r}]
+from fusion_delegate import FusionDelegate
+from fusion_delegate.runtime import Interpreter
+report = []
+for model in {models!r}:
+    delegate = FusionDelegate(cache_dir={cache!r}, min_speedup=0.0)
+    Interpreter(model_path=model, experimental_delegates=[delegate]).allocate_tensors()
+    report += [(k.kernel.cache_hit, str(k.kernel.path)) for k in delegate.kernels.values()]
+print(json.dumps(report))
+"""
+
+
+def test_a_shipped_read_only_cache_is_loaded_from_and_a_missing_kernel_compiles_elsewhere(
+        tmp_path):
+    """`fusion-delegate compile` into a directory, then a process that finds it on a read-only
+    file system (a container image): the kernels it holds load from it, one it lacks compiles
+    in a private directory."""
+    from fusion_delegate.demo import build_demo_model, build_quantized_demo_model
+    shipped, readonly = tmp_path / "shipped", tmp_path / "readonly"
+    int8, float32 = tmp_path / "int8.tflite", tmp_path / "float32.tflite"
+    int8.write_bytes(build_quantized_demo_model(size=16))
+    float32.write_bytes(build_demo_model(tokens=8, width=32))
+    done = subprocess.run([sys.executable, "-m", "fusion_delegate", "compile", str(int8),
+                           "--option", f"cache_dir={shipped}", "--option", "min_speedup=0"],
+                          cwd=ROOT, capture_output=True,
+                          text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    readonly.mkdir()
+    script = SHIPPED.format(root=str(ROOT), models=[str(int8), str(float32)],
+                            cache=str(readonly))
+    mount = (f"mount --bind {shipped} {readonly} && mount -o remount,bind,ro {readonly} && "
+             f"touch {readonly}/probe 2>/dev/null; test ! -e {shipped}/probe")
+    if subprocess.run(["unshare", "-m", "sh", "-c", mount], capture_output=True).returncode:
+        pytest.skip("needs a mount namespace (root) to make a read-only file system")
+    done = subprocess.run(["unshare", "-m", "sh", "-c", f'{mount} && "$0" -c "$1"',
+                           sys.executable, script], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    (int8_hit, int8_path), *float32_kernels = json.loads(done.stdout.splitlines()[-1])
+    assert int8_hit == "disk" and int8_path.startswith(str(readonly))
+    assert float32_kernels and all(hit == "" and not path.startswith(str(readonly))
+                                   for hit, path in float32_kernels)
