@@ -312,7 +312,8 @@ class ReductionSpec(OpSpec):
     reproduces the builtin's reducer_first. `row_combine`: the form a row loop accumulates with,
     reassociating the adds or maxima so that LLVM vectorises them (codegen.reduce); None: the
     ordered `combine`, bit-exact with the builtin's sequential loop. The tolerance of each is
-    stated and checked in tests/test_reductions.py (reduction_bound) and listed in the README."""
+    stated and checked in tests/test_reductions.py (reduction_bound) and listed in
+    docs/what_it_fuses.md."""
     init: str = ""
     combine: str = ""
     finish: str = "{acc}"
@@ -381,7 +382,7 @@ HELPER_MODULES: dict[str, str] = {
 
 
 def markdown_table() -> str:
-    """The README's op table, generated from OPS so the two cannot drift apart."""
+    """docs/what_it_fuses.md's op table, generated from OPS so the two cannot drift apart."""
     rows = ["| op | code | fused activation | params | tolerance vs LiteRT builtin "
             "| precision=fast |",
             "|---|---|---|---|---|---|"]
