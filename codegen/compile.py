@@ -162,6 +162,7 @@ class KernelCache:
         self._lock = threading.Lock()
         self._scratch: tempfile.TemporaryDirectory | None = None
         self._refused: str | None = None       # why `directory` is not used, once found
+        self._ahead: set[str] = set()          # keys handed to uncompiled's caller to compile
 
     def get(self, name: str, source: str) -> Kernel:
         key = cache_key(source)
@@ -172,6 +173,24 @@ class KernelCache:
             kernel = self._load(name, source, key)
             self._kernels[key] = kernel
             return kernel
+
+    def uncompiled(self, kernels: list[tuple[str, str]]) -> list[Path]:
+        """The module files of those (name, source) kernels that are neither in memory nor on
+        disk, written out so that another process can compile them into this cache."""
+        directory, shipped = self._directories()
+        paths = []
+        for name, source in kernels:
+            key = cache_key(source)
+            path = directory / f"{name}_{key}.py"
+            if key in self._kernels or _compiled(path, source) or (
+                    shipped and _compiled(shipped / path.name, source)):
+                continue
+            if not _holds(path, source):
+                _remove_numba_cache(path)
+                _write_atomic(path, source)
+            self._ahead.add(key)
+            paths.append(path)
+        return paths
 
     def _directories(self) -> tuple[Path, Path | None]:
         """Where kernels are compiled to, and a read-only directory they may be loaded from.
@@ -214,17 +233,21 @@ class KernelCache:
                 raise CompileError(f"numba could not compile {name}: {error}", str(path)) from error
         entry = getattr(module, f"{name}_invoke")
         loop = getattr(module, name)
-        hit = "disk" if entry.cache_hits else ""
+        hit = "disk" if entry.cache_hits and key not in self._ahead else ""
         return Kernel(name=name, source=source, path=path, address=entry.address,
                       cache_hit=hit, compile_seconds=time.perf_counter() - start, loop=loop,
                       entry=entry)
 
 
+def _compiled(path: Path, source: str) -> bool:
+    """The module file holds `source` and numba has cache entries for it."""
+    return _holds(path, source) and any((path.parent / "__pycache__").glob(f"{path.stem}.*.nbi"))
+
+
 def _load_shipped(path: Path, source: str):
     """The kernel module at `path` in a read-only cache, if numba's entries for it are there
     and load (None otherwise: the caller compiles it elsewhere)."""
-    indexes = (path.parent / "__pycache__").glob(f"{path.stem}.*.nbi")
-    if not _holds(path, source) or not any(indexes):
+    if not _compiled(path, source):
         return None
     _ReadOnlyLocator.directories.add(str(path.parent))
     try:

@@ -21,6 +21,7 @@ from codegen.pipeline import Built, NotBuildable, build
 from codegen.reduce import COMPOSITES
 from codegen.render import TensorTableLayout
 from codegen.schedule import Schedule, plan
+from codegen.workers import compile_ahead
 
 from . import abi
 from .claims import (FusedNode, default_path_reason, fused_node, integer_exponent, op_name,
@@ -141,7 +142,7 @@ class FusionDelegate(SimpleDelegate):
         """TFLite's selection (largest first, limits) among the partitions whose kernel builds
         and is predicted to pay."""
         unbuildable, predictions, claims = {}, self.graph.predictions, self.graph.claims
-        neighbours = plan_nodes(context)
+        neighbours, sources = plan_nodes(context), {}
         for number, partition in enumerate(partitions):
             try:
                 nodes = [fused_node(context.node(n)) for n in sorted(partition.nodes)]
@@ -156,12 +157,14 @@ class FusionDelegate(SimpleDelegate):
                 unbuildable[partition.nodes] = (f"kernel cannot be built: internal error "
                                                 f"{type(error).__name__}: {error}")
                 continue
+            sources[partition.nodes] = (built.name, built.source)
             predictions[partition.nodes] = self.predict(
                 built, context.num_threads, cut_around(partition, neighbours),
                 builtin_input(partition, neighbours))
         paying = [p for p in partitions if p.nodes in predictions
                   and predictions[p.nodes].pays(self.options.min_speedup)]
         chosen = super().select_partitions(context, paying)
+        compile_ahead(self.cache, [sources[p.nodes] for p in chosen])
         minimum = self.min_nodes_per_partition
         for partition in partitions:
             if partition in chosen:

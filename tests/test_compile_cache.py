@@ -4,11 +4,12 @@ import json
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
 
-from codegen.compile import KernelCache, cache_key
+from codegen.compile import CompileError, KernelCache, cache_key
 from conftest import ROOT, builtin_interpreter, run
 from fusion_delegate import FusionDelegate
 from fusion_delegate.model import ModelBuilder
@@ -239,3 +240,42 @@ def test_a_shipped_read_only_cache_is_loaded_from_and_a_missing_kernel_compiles_
     assert int8_hit == "disk" and int8_path.startswith(str(readonly))
     assert float32_kernels and all(hit == "" and not path.startswith(str(readonly))
                                    for hit, path in float32_kernels)
+
+
+def test_kernels_compile_ahead_in_worker_processes_and_then_load_from_disk(tmp_path):
+    """Worker processes compile the kernels a cache lacks into it (numba compiles one kernel
+    at a time per process); the caller then only loads them, and no worker outlives the call.
+    A kernel a worker cannot compile is compiled, and its error reported, by the caller."""
+    from codegen.workers import compile_ahead
+    from fusion_delegate.fusion import LAYOUT
+    from codegen.ir import KernelIR, Op, Value
+    from codegen.render import render_kernel
+    kernels = []
+    for n in range(3):
+        ir = KernelIR(n, tuple(Value(t, f"t{t}", (n + 5,)) for t in range(3)),
+                      (Op(0, "EXP", (0,), 1), Op(1, "MUL", (1, 0), 2, (("activation", 0),))),
+                      inputs=(0,), outputs=(2,))
+        kernels.append((ir.name, render_kernel(ir, LAYOUT)))
+    broken = ("p9_broken", "def p9_broken(:\n")
+    cache = KernelCache(tmp_path)
+    assert compile_ahead(cache, [*kernels, broken], workers=2) == 4
+    assert len(list((tmp_path / "__pycache__").glob("*.nbi"))) == 2 * len(kernels)
+    assert [cache.get(*k).cache_hit for k in kernels] == ["", "", ""]
+    assert compile_ahead(cache, kernels, workers=2) == 0
+    with pytest.raises(CompileError):
+        cache.get(*broken)
+    assert not children_running("codegen.workers")
+
+
+def children_running(command: str) -> list[int]:
+    """This process's children whose command line names `command` (Linux's /proc)."""
+    found = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            parent = int(stat.read_text().rsplit(")", 1)[1].split()[1])
+            cmdline = (stat.parent / "cmdline").read_bytes().replace(b"\0", b" ").decode()
+        except (OSError, ValueError, IndexError):
+            continue
+        if parent == os.getpid() and command in cmdline:
+            found.append(int(stat.parent.name))
+    return found
