@@ -27,11 +27,11 @@ TIMEOUT_SECONDS = 900
 def compile_ahead(cache: KernelCache, kernels: list[tuple[str, str]],
                   workers: int | None = None) -> int:
     """Compile the (name, source) kernels `cache` lacks in up to `workers` processes (default:
-    one per core) and return how many were handed to them."""
+    one per core), if there are MIN_KERNELS of them, and return how many it lacked."""
     paths = cache.uncompiled(kernels)
     workers = min(workers or os.cpu_count() or 1, len(paths))
     if len(paths) < MIN_KERNELS or workers < 2:
-        return 0
+        return len(paths)
     start = time.perf_counter()
     root = str(Path(__file__).resolve().parent.parent)
     env = {**os.environ,

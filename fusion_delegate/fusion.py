@@ -12,6 +12,7 @@ import ctypes
 import logging
 import math
 import sys
+import time
 from dataclasses import dataclass, replace
 
 from codegen.compile import DEFAULT_DIR, CompileError, Kernel, KernelCache, max_parallel_threads
@@ -141,6 +142,7 @@ class FusionDelegate(SimpleDelegate):
     def select_partitions(self, context: Context, partitions: list[Partition]) -> list[Partition]:
         """TFLite's selection (largest first, limits) among the partitions whose kernel builds
         and is predicted to pay."""
+        start = time.perf_counter()
         unbuildable, predictions, claims = {}, self.graph.predictions, self.graph.claims
         neighbours, sources = plan_nodes(context), {}
         for number, partition in enumerate(partitions):
@@ -164,7 +166,11 @@ class FusionDelegate(SimpleDelegate):
         paying = [p for p in partitions if p.nodes in predictions
                   and predictions[p.nodes].pays(self.options.min_speedup)]
         chosen = super().select_partitions(context, paying)
-        compile_ahead(self.cache, [sources[p.nodes] for p in chosen])
+        compiled = compile_ahead(self.cache, [sources[p.nodes] for p in chosen])
+        seconds = time.perf_counter() - start
+        if seconds > 1:
+            log.info("%d partitions prepared in %.1f s: %d kernels compiled, %d from the cache",
+                     len(chosen), seconds, compiled, len(chosen) - compiled)
         minimum = self.min_nodes_per_partition
         for partition in partitions:
             if partition in chosen:

@@ -264,6 +264,7 @@ def test_kernels_compile_ahead_in_worker_processes_and_then_load_from_disk(tmp_p
     assert compile_ahead(cache, kernels, workers=2) == 0
     with pytest.raises(CompileError):
         cache.get(*broken)
+    assert compile_ahead(KernelCache(tmp_path / "other"), kernels[:2], workers=2) == 2
     assert not children_running("codegen.workers")
 
 
