@@ -6,7 +6,8 @@ Each mutant of a corpus model (a few bytes flipped, half of them in the flatbuff
 the file's ends, where names, shapes and options live, half anywhere) is loaded, allocated and
 invoked in a child process, first by LiteRT alone, then, where LiteRT ran it, with the delegate
 (defaults, and min_speedup=0 so that every buildable partition is claimed). A child killed by a
-signal is a crash. The table counts each outcome; any mutant LiteRT runs that fails or crashes
+signal is a crash; one still compiling after --timeout seconds (a loaded machine) is counted
+apart, not judged. The table counts each outcome; any mutant LiteRT runs that fails or crashes
 with the delegate is listed with its error and kept under --keep for replay.
 """
 from __future__ import annotations
@@ -59,11 +60,11 @@ def mutate(model: bytes, rng: np.random.Generator) -> bytes:
     return bytes(data)
 
 
-def outcome(path: Path, options: dict | None, cache: str) -> str:
+def outcome(path: Path, options: dict | None, cache: str, timeout: float = 600) -> str:
     script = CHILD.format(root=str(ROOT), path=str(path), options=options, cache=cache)
     try:
         done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
-                              timeout=600)
+                              timeout=timeout)
     except subprocess.TimeoutExpired:
         return "timeout"
     if done.returncode < 0:
@@ -99,9 +100,10 @@ def main(argv: list[str] | None = None) -> int:
                     continue
                 for label, options in (("defaults", {}), ("all", {"min_speedup": 0.0})):
                     result = outcome(mutant, options, cache)
-                    counts[f"litert runs, delegate ({label}) "
-                           f"{'runs' if result == 'ok' else 'FAILS'}"] += 1
-                    if result != "ok":
+                    verdict = {"ok": "runs", "timeout": "timed out (not judged)"}.get(
+                        result, "FAILS")
+                    counts[f"litert runs, delegate ({label}) {verdict}"] += 1
+                    if verdict == "FAILS":
                         failures.append((mutant.name, label, result))
                 if not any(f[0] == mutant.name for f in failures):
                     mutant.unlink()
