@@ -23,8 +23,8 @@ from codegen.render import TensorTableLayout
 from codegen.schedule import Schedule, plan
 
 from . import abi
-from .claims import (FusedNode, default_path_reason, fused_node, integer_exponent, op_name,
-                     qparams, reduction_axes, unsupported_reason)
+from .claims import (FusedNode, NotClaimed, default_path_reason, fused_node, integer_exponent,
+                     op_name, qparams, reduction_axes, unsupported_reason)
 from .context import Context, NodeInfo, Partition
 from .errors import KernelBuildError, KernelCompileError
 from .options import FusionOptions
@@ -85,7 +85,7 @@ class NodeClaim:
     """What the delegate decided for one node of the execution plan."""
     index: int
     op: str
-    reason: str | None            # None: delegated
+    reason: NotClaimed | None     # None: delegated
     partition: int | None = None
 
 
@@ -129,7 +129,7 @@ class FusionDelegate(SimpleDelegate):
 
     def is_node_supported(self, context: Context, node: NodeInfo) -> bool:
         if node.index in self.options.excluded_nodes:
-            reason = "excluded by the exclude_nodes option"
+            reason = NotClaimed("excluded by the exclude_nodes option")
         else:
             reason = unsupported_reason(context, node)
             if reason is None and self.options.min_speedup > 0:
@@ -149,12 +149,12 @@ class FusionDelegate(SimpleDelegate):
                                            self.kernel_threads(context), self.options.precision),
                               LAYOUT)
             except NotBuildable as error:
-                unbuildable[partition.nodes] = f"kernel cannot be built: {error}"
+                unbuildable[partition.nodes] = NotClaimed("kernel cannot be built: {}", error)
                 continue
             except Exception as error:  # noqa: BLE001 - our bug: leave the partition to LiteRT
                 log.warning("partition %s: %s", partition.nodes, error, exc_info=True)
-                unbuildable[partition.nodes] = (f"kernel cannot be built: internal error "
-                                                f"{type(error).__name__}: {error}")
+                unbuildable[partition.nodes] = NotClaimed(
+                    "kernel cannot be built: internal error {}: {}", type(error).__name__, error)
                 continue
             predictions[partition.nodes] = self.predict(
                 built, context.num_threads, cut_around(partition, neighbours),
@@ -170,12 +170,13 @@ class FusionDelegate(SimpleDelegate):
                 reason = unbuildable[partition.nodes]
             elif partition not in paying:
                 prediction = predictions[partition.nodes]
-                reason = (f"not worth it (predicted {prediction.speedup:.2f}x LiteRT, "
-                          f"{prediction.saving_us:+.1f} us)")
+                reason = NotClaimed("not worth it (predicted {:.2f}x LiteRT, {:+.1f} us)",
+                                    prediction.speedup, prediction.saving_us)
             elif len(partition.nodes) < minimum:
-                reason = f"partition too small ({len(partition.nodes)} < {minimum} nodes)"
+                reason = NotClaimed("partition too small ({} < {} nodes)",
+                                    len(partition.nodes), minimum)
             else:
-                reason = "over max_delegated_partitions"
+                reason = NotClaimed("over max_delegated_partitions")
             for node in partition.nodes:
                 claims[node].reason = reason
         for number, partition in enumerate(chosen):
