@@ -16,20 +16,19 @@ from dataclasses import dataclass, replace
 
 from codegen.compile import DEFAULT_DIR, CompileError, Kernel, KernelCache, max_parallel_threads
 from codegen.ir import KernelIR, Op, Value, broadcast_shapes, reduced_shape
-from codegen.ops import OPS, REDUCTIONS
-from codegen.pipeline import Built, NotBuildable, build
-from codegen.reduce import COMPOSITES
+from codegen.ops import REDUCTIONS
+from codegen.pipeline import NotBuildable, build
 from codegen.render import TensorTableLayout
-from codegen.schedule import Schedule, plan
 
 from . import abi
 from .claims import (FusedNode, NotClaimed, default_path_reason, fused_node, integer_exponent,
                      op_name, qparams, reduction_axes, unsupported_reason)
 from .context import Context, NodeInfo, Partition
 from .errors import KernelBuildError, KernelCompileError
+from .features import PartitionFeatures, partition_features, plan_nodes
 from .options import FusionOptions
 from .simple_delegate import SimpleDelegate, SimpleDelegateKernel
-from .worth import UNKNOWN, Cut, Prediction, broadcast_run, predict
+from .worth import UNKNOWN, Prediction, predict
 
 log = logging.getLogger("fusion_delegate")
 
@@ -45,9 +44,6 @@ _CACHES: dict[str, KernelCache] = {}
 HUGE_PAGE = 2 << 20
 MADV_HUGEPAGE, MADV_COLLAPSE = 14, 25          # Linux; COLLAPSE (6.1+) makes them now
 _ENTRY = ctypes.CFUNCTYPE(ctypes.c_int32, ctypes.c_int64, ctypes.c_int64)
-#: Ops XNNPACK runs element by element, in place where it can: cutting its partition next to
-#: one costs the cost model's `split`, next to others (convolutions, matmuls) `split_heavy`.
-ELEMENTWISE = frozenset(OPS) | {"QUANTIZE", "DEQUANTIZE"}
 #: The int8/uint8 elementwise ops XNNPACK runs (read from LiteRT's execution plan once XNNPACK
 #: is applied: tests/test_worth.py); LiteRT runs the other quantized ones on its builtin
 #: kernels, on the interpreter's thread alone.
@@ -141,7 +137,7 @@ class FusionDelegate(SimpleDelegate):
         """TFLite's selection (largest first, limits) among the partitions whose kernel builds
         and is predicted to pay."""
         unbuildable, predictions, claims = {}, self.graph.predictions, self.graph.claims
-        neighbours = plan_nodes(context)
+        neighbours = plan_nodes(context, XNNPACK_QUANTIZED)
         for number, partition in enumerate(partitions):
             try:
                 nodes = [fused_node(context.node(n)) for n in sorted(partition.nodes)]
@@ -157,8 +153,7 @@ class FusionDelegate(SimpleDelegate):
                     "kernel cannot be built: internal error {}: {}", type(error).__name__, error)
                 continue
             predictions[partition.nodes] = self.predict(
-                built, context.num_threads, cut_around(partition, neighbours),
-                builtin_input(partition, neighbours))
+                partition_features(built, partition, neighbours), context.num_threads)
         paying = [p for p in partitions if p.nodes in predictions
                   and predictions[p.nodes].pays(self.options.min_speedup)]
         chosen = super().select_partitions(context, paying)
@@ -184,15 +179,13 @@ class FusionDelegate(SimpleDelegate):
                 claims[node].partition = number
         return chosen
 
-    def predict(self, built: Built, interpreter_threads: int, cut: Cut,
-                builtin_input: bool = False) -> Prediction:
+    def predict(self, partition: PartitionFeatures, interpreter_threads: int) -> Prediction:
         """The measured cost model's verdict on fusing a partition at its current shapes. Its
         costs are those measured at the interpreter's thread count (what XNNPACK runs on), not
         the kernel's: XNNPACK on 2 threads is up to twice faster than on 1."""
         if self.options.min_speedup <= 0:
             return UNKNOWN
-        return predict(cost_keys(built.ir), nest_traffic(built.ir, built.schedule),
-                       interpreter_threads, cut, builtin_input)
+        return predict(partition, interpreter_threads)
 
     def kernel_threads(self, context: Context) -> int:
         """The `num_threads` option, else the interpreter's, within what numba can run."""
@@ -206,102 +199,6 @@ class FusionDelegate(SimpleDelegate):
         delegated = sum(1 for c in self.claims.values() if c.reason is None)
         return (f"{delegated} of {len(self.last_plan)} nodes delegated in "
                 f"{len(self.last_partitions)} partitions")
-
-
-@dataclass(frozen=True)
-class PlanNode:
-    """A node of the execution plan as cut_around sees it."""
-    inputs: set[int]           # its tensors computed at run time
-    outputs: set[int]
-    elementwise: bool
-    position: int              # in the plan
-    builtin: bool = False      # run by LiteRT's builtin kernel, on one thread, not by XNNPACK
-
-
-def plan_nodes(context: Context) -> dict[int, PlanNode]:
-    """Each node of the plan that reads a tensor computed at run time (a DEQUANTIZE of float16
-    weights does not: XNNPACK folds it into the weights once)."""
-    nodes = {}
-    for position, index in enumerate(context.execution_plan()):
-        node = context.node(index)
-        inputs = {t for t in node.inputs if t >= 0 and not context.tensor(t).is_constant}
-        if inputs:
-            name = op_name(node)
-            builtin = (name in ELEMENTWISE and name not in XNNPACK_QUANTIZED and any(
-                qparams(context.tensor(t)) is not None for t in node.outputs))
-            nodes[index] = PlanNode(inputs, set(node.outputs), name in ELEMENTWISE, position,
-                                    builtin)
-    return nodes
-
-
-def cut_around(partition: Partition, nodes: dict[int, PlanNode]) -> Cut:
-    """What is beside the partition (`nodes`: plan_nodes): the nodes outside it that make one
-    of its inputs or read one of its outputs. An elementwise one runs right before or after
-    the partition (Cut.ELEMENTWISE), or apart from it (Cut.APART: a squeeze-excite's gate MUL
-    reads the swish its partition computes, but after the excite's convolutions)."""
-    positions = [nodes[n].position for n in partition.nodes if n in nodes]
-    ends = (min(positions, default=-2) - 1, max(positions, default=-2) + 1)
-    inputs, outputs = set(partition.inputs), set(partition.outputs)
-    beside = [node for index, node in nodes.items() if index not in partition.nodes
-              and (node.outputs & inputs or node.inputs & outputs)]
-    if not beside:
-        return Cut.NONE
-    if any(node.elementwise and node.position in ends for node in beside):
-        return Cut.ELEMENTWISE
-    return Cut.APART if any(node.elementwise for node in beside) else Cut.HEAVY
-
-
-def builtin_input(partition: Partition, nodes: dict[int, PlanNode]) -> bool:
-    """Whether a builtin kernel (one thread) makes one of the partition's inputs: an int8
-    squeeze-excite gate's after a HARD_SWISH, which XNNPACK does not run."""
-    inputs = set(partition.inputs)
-    return any(node.builtin and node.outputs & inputs
-               for index, node in nodes.items() if index not in partition.nodes)
-
-
-def cost_keys(ir: KernelIR) -> list[tuple[str, int, int, int]]:
-    """(cost model key, output elements, broadcast run, whole inputs) of each node the
-    partition replaces: the op, for a quantized one `OP/int8` (its costs are measured apart:
-    LiteRT often runs it on the builtin kernels, and a chain of them is one table lookup
-    fused), and for one precision="fast" approximates `OP/fast` (same LiteRT cost, cheaper
-    fused). A reduction or a composite row op (SOFTMAX, lowered to several ops: counted once)
-    by its input's elements. The run (worth.broadcast_run) is what XNNPACK's kernel covers per
-    call: all the elements but for a binary op with a broadcast operand. Whole inputs: its
-    operands of its output's size, which LiteRT's kernel reads from memory (a residual ADD's
-    two, swish's MUL's x and LOGISTIC(x), made inside a SWISH op)."""
-    keys, seen = [], set()
-    for op in ir.ops:
-        values = [ir.value(t) for t in (*op.inputs, op.output)]
-        quantized = [v.dtype for v in values if v.quantized]
-        whole = sum(math.prod(v.shape) == math.prod(values[-1].shape) for v in values[:-1])
-        for node, name in op.sources:
-            if (node, name) in seen:
-                continue
-            seen.add((node, name))
-            elements = math.prod(values[0 if name in REDUCTIONS or name in COMPOSITES
-                                        else -1].shape)
-            inputs = 1
-            if name in OPS and OPS[name].arity == 2 and node == op.node:
-                # the root of a chain op (SWISH) reads x and a value made inside, of x's size
-                inputs = whole + (len(op.inputs) == 1 == whole)
-            if quantized:
-                name = f"{name}/{quantized[0]}"
-            elif ir.precision == "fast" and name in OPS and OPS[name].approximated:
-                name = f"{name}/fast"
-            run = (broadcast_run(values[-1].shape, [v.shape for v in values[:-1]])
-                   if len(op.inputs) == 2 else elements)
-            keys.append((name, elements, run, inputs))
-    return keys
-
-
-def nest_traffic(ir: KernelIR, schedule: Schedule | None = None) -> list[tuple[int, int]]:
-    """(elements, extra streams) of each loop nest of the partition's schedule: the tensors of
-    its size it reads beyond one and writes beyond one. The fused cost line was measured on a
-    one-op partition, which reads one and writes one; a residual ADD's nest reads two."""
-    def beyond_one(tensors: tuple[int, ...], elements: int) -> int:
-        return max(0, sum(math.prod(ir.value(t).shape) == elements for t in tensors) - 1)
-    return [(nest.elements, beyond_one(nest.reads, nest.elements)
-             + beyond_one(nest.writes, nest.elements)) for nest in (schedule or plan(ir)).nests]
 
 
 def partition_ir(context: Context, nodes: list[FusedNode], partition: Partition, number: int,

@@ -64,19 +64,18 @@ import json
 import logging
 import math
 from dataclasses import dataclass
-from enum import Enum
 from pathlib import Path
-from typing import Sequence
 
 from codegen import quant
 from codegen.ops import OPS, TRANSCENDENTAL
 
 from .errors import FusionDelegateError
+from .features import Cut, PartitionFeatures
 
 log = logging.getLogger("fusion_delegate")
 
 DEFAULT_PATH = Path(__file__).with_name("cost_model.json")
-#: int8 ops have costs of their own, `OP/int8` (fusion.cost_keys): LiteRT runs many of them on
+#: int8 ops have costs of their own, `OP/int8` (features.cost_keys): LiteRT runs many of them on
 #: its builtin kernels, and a fused chain of unary ones is one table lookup.
 QUANTIZED_OPS = tuple(f"{name}/int8" for name, dtypes in quant.SUPPORTED_DTYPES.items()
                       if "int8" in dtypes and name not in ("QUANTIZE", "DEQUANTIZE"))
@@ -195,46 +194,8 @@ class Costs:
     ops: dict[str, OpCost]
 
 
-def broadcast_run(output: Sequence[int], inputs: Sequence[Sequence[int]]) -> int:
-    """Elements a binary op runs over in one call of XNNPACK's kernel: the innermost dims over
-    which each input is either whole or broadcast throughout. A scalar operand broadcasts along
-    every dim: one call (run = all the elements); a per-channel [C] one: a call per C."""
-    rank = len(output)
-    padded = [(1,) * (rank - len(shape)) + tuple(shape) for shape in inputs]
-    run, pattern = 1, None
-    for d in reversed(range(rank)):
-        if output[d] == 1:
-            continue
-        here = tuple(shape[d] == output[d] for shape in padded)
-        if pattern is not None and here != pattern:
-            break
-        pattern, run = here, run * output[d]
-    return run
-
-
 #: Elements of a cut that stay in L2 (1 MiB of float32) until an op that runs later reads them.
 CACHED_ELEMENTS = 1 << 18
-
-
-class Cut(Enum):
-    """What fusing a partition cuts out of XNNPACK's partition, by what is beside it: the
-    Costs line that prices the cut, if any."""
-    NONE = None                     # no op outside reads or makes the partition's tensors
-    ELEMENTWISE = "split"           # an elementwise op XNNPACK runs in place on cached data
-    HEAVY = "split_heavy"           # only ops with buffers of their own: convolutions, matmuls
-    APART = "apart"                 # elementwise ops, but not right before or after it
-
-    def us(self, costs: Costs, elements: int, breaks: tuple[int, ...]) -> float:
-        """An elementwise op apart from the partition finds its data in cache only if the
-        cut's tensors stay in L2 meanwhile: beyond, the cut costs what a heavy one does (a
-        squeeze-excite's swish, its gate MUL after the excite's convolutions; EfficientNet-B0
-        float32 1.00x -> 1.03x, perf/MODELS.md)."""
-        if self is Cut.NONE:
-            return 0.0
-        line = self.value
-        if self is Cut.APART:
-            line = "split" if elements <= CACHED_ELEMENTS else "split_heavy"
-        return getattr(costs, line).us(elements, breaks)
 
 
 @dataclass(frozen=True)
@@ -266,9 +227,7 @@ class CostModel:
         same = [n for n in elementwise if (n in TRANSCENDENTAL) == expensive] or list(costs.ops)
         return costs.ops[max(same, key=lambda n: costs.ops[n].fused_ns)]
 
-    def predict(self, ops: Sequence[tuple], nests: Sequence[int | tuple[int, int]],
-                threads: int = 1, cut: Cut = Cut.ELEMENTWISE,
-                builtin_input: bool = False) -> Prediction:
+    def predict(self, partition: PartitionFeatures, threads: int = 1) -> Prediction:
         """The cut is priced at the share of the partition that is traffic: the fused
         kernel's memory time over LiteRT's time for the ops (at 64K elements a third for two
         ADDs, a quarter for a swish). A cut beside XNNPACK's ops takes away what fusing saves
@@ -277,31 +236,44 @@ class CostModel:
         squeeze-excite, PRELU and int8 gate partitions saved 2-20 us each where the whole cut
         priced them as losing (perf/README.md)."""
         costs = self.costs(threads)
-        one_thread_input = builtin_input and threads > 1
+        one_thread_input = partition.builtin_input and threads > 1
         litert_costs = self.costs(1) if one_thread_input else costs
-        # (name, elements, run, whole inputs) and (elements, extra streams), with the defaults
-        ops = [(name, n, *more, *(n, 1)[len(more):]) for name, n, *more in ops]
-        nests = [(nest, 0) if isinstance(nest, int) else nest for nest in nests]
-        sizes = [n for n, _ in nests]
-        per_op = [(proxy, n, self.broadcast_factor(litert_costs, name, n, run))
-                  for name, n, run, _ in ops
-                  for proxy in ((name,) if name in costs.ops else PROXIES.get(name, (name,)))]
+        sizes = [nest.elements for nest in partition.nests]
+        per_op = [(proxy, key.elements,
+                   self.broadcast_factor(litert_costs, key.name, key.elements, key.run))
+                  for key in partition.ops
+                  for proxy in ((key.name,) if key.name in costs.ops
+                                else PROXIES.get(key.name, (key.name,)))]
         ops_us = sum(self.op_cost(litert_costs, proxy).litert.us(elements, self.breaks) * factor
                      for proxy, elements, factor in per_op)
-        ops_us += sum(self.stream_us(litert_costs, n) * (inputs - 1) for name, n, _, inputs in ops
-                      if inputs > 1 and name.partition("/")[2] in ("", "fast"))
+        ops_us += sum(self.stream_us(litert_costs, key.elements) * (key.inputs - 1)
+                      for key in partition.ops
+                      if key.inputs > 1 and key.name.partition("/")[2] in ("", "fast"))
         litert = litert_costs.litert_first.us(max(sizes, default=0), self.breaks) + ops_us
         c0 = costs.fused.c0_us
-        memory_us = sum(costs.fused.us(n, self.breaks) - c0 + self.stream_us(costs, n) * extra
-                        for n, extra in nests)
+        memory_us = sum(costs.fused.us(nest.elements, self.breaks) - c0
+                        + self.stream_us(costs, nest.elements) * nest.extra_streams
+                        for nest in partition.nests)
         compute_us = sum(self.op_cost(costs, proxy).fused_ns * elements
                          for proxy, elements, _ in per_op) / 1e3
         memory_bound = min(1.0, memory_us / ops_us) if ops_us > 0 else 1.0
-        split = cut.us(costs, max(sizes, default=0), self.breaks) * memory_bound
+        split = self.cut_us(partition.cut, costs, max(sizes, default=0)) * memory_bound
         if one_thread_input:
             split /= 2
         return Prediction(litert, c0 + max(memory_us, compute_us) + split, split, threads,
-                          builtin_input)
+                          partition.builtin_input)
+
+    def cut_us(self, cut: Cut, costs: Costs, elements: int) -> float:
+        """The whole cut of a partition of `elements`. An elementwise op apart from the
+        partition finds its data in cache only if the cut's tensors stay in L2 meanwhile:
+        beyond, the cut costs what a heavy one does (a squeeze-excite's swish, its gate MUL
+        after the excite's convolutions)."""
+        if cut is Cut.NONE:
+            return 0.0
+        line = cut.value
+        if cut is Cut.APART:
+            line = "split" if elements <= CACHED_ELEMENTS else "split_heavy"
+        return getattr(costs, line).us(elements, self.breaks)
 
     def stream_us(self, costs: Costs, elements: int) -> float:
         """Reading one more tensor of `elements`: half the one-op partition's memory time (it
@@ -309,7 +281,7 @@ class CostModel:
         return (costs.fused.us(elements, self.breaks) - costs.fused.c0_us) / 2
 
     @staticmethod
-    def broadcast_factor(costs: Costs, name: str, elements: int, run: int | None = None) -> float:
+    def broadcast_factor(costs: Costs, name: str, elements: int, run: int | None) -> float:
         """A float binary op's LiteRT cost factor for broadcasting every `run` elements (int8
         ops have their own costs, often the builtin kernels')."""
         if run is None or run >= elements or name not in OPS or OPS[name].arity != 2:
@@ -338,21 +310,13 @@ def _usable(path: str | Path | None) -> CostModel | None:
         return None
 
 
-def predict(ops: Sequence[tuple], nests: Sequence[int | tuple[int, int]], threads: int = 1,
-            cut: Cut = Cut.ELEMENTWISE, builtin_input: bool = False,
+def predict(partition: PartitionFeatures, threads: int = 1,
             path: str | Path | None = None) -> Prediction:
-    """LiteRT's and the fused kernel's predicted time for a partition.
-
-    ops: (OPS name, elements of that op's output[, its broadcast_run[, its operands of that
-    size]]), in partition order (fusion.cost_keys); nests: elements of each loop nest of the
-    kernel (codegen.schedule)[, with the tensors of that size it reads and writes beyond one
-    each] (fusion.nest_traffic); threads: the
-    interpreter's; cut: what is beside the partition (fusion.cut_around); builtin_input: a
-    builtin kernel makes one of its inputs (fusion.builtin_input). Never raises for a bad cost
-    model: it predicts UNKNOWN (speedup inf) and logs why, once.
-    """
+    """LiteRT's and the fused kernel's predicted time for a partition (features.py) at the
+    interpreter's thread count. Never raises for a bad cost model: it predicts UNKNOWN
+    (speedup inf) and logs why, once."""
     model = _usable(path)
-    return UNKNOWN if model is None else model.predict(ops, nests, threads, cut, builtin_input)
+    return UNKNOWN if model is None else model.predict(partition, threads)
 
 
 class _Parser:
