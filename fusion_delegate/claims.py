@@ -143,18 +143,6 @@ def reduction_reason(context: Context, node: NodeInfo,
                                                  bool(keep_dims)))
 
 
-def default_path_reason(context: Context, node: NodeInfo) -> NotClaimed | None:
-    """Why a node the kernel reproduces is still left to LiteRT's default path unless every
-    buildable partition is wanted (min_speedup=0): XNNPACK runs int8/uint8 reductions at
-    memory speed, and an int8 LayerNorm fused whole was no faster than its two partitions
-    with XNNPACK's MEANs between them (docs/quantized_semantics.md, "MEAN (40)")."""
-    x = context.tensor(node.inputs[0])
-    if node.builtin_code in REDUCTION_CODES and qparams(x) is not None:
-        return NotClaimed("{} {} left to XNNPACK, faster than fused (claimed with "
-                          "min_speedup=0)", x.type_name.lower(), op_name(node))
-    return None
-
-
 def arity_reason(node: NodeInfo, arity: int) -> NotClaimed:
     return NotClaimed("{} inputs / {} outputs, expected {} / 1", len(node.inputs),
                       len(node.outputs), arity)

@@ -21,14 +21,15 @@ from codegen.pipeline import NotBuildable, build
 from codegen.render import TensorTableLayout
 
 from . import abi
-from .claims import (FusedNode, NotClaimed, default_path_reason, fused_node, integer_exponent,
-                     op_name, qparams, reduction_axes, unsupported_reason)
+from .claims import (FusedNode, NotClaimed, fused_node, integer_exponent, op_name, qparams,
+                     reduction_axes, unsupported_reason)
 from .context import Context, NodeInfo, Partition
 from .errors import KernelBuildError, KernelCompileError
-from .features import PartitionFeatures, partition_features, plan_nodes
+from .features import partition_features, plan_nodes
 from .options import FusionOptions
+from .policy import ClaimPolicy
 from .simple_delegate import SimpleDelegate, SimpleDelegateKernel
-from .worth import UNKNOWN, Prediction, predict
+from .worth import Prediction
 
 log = logging.getLogger("fusion_delegate")
 
@@ -107,6 +108,7 @@ class FusionDelegate(SimpleDelegate):
         super().__init__(max_delegated_partitions=self.options.max_delegated_partitions,
                          min_nodes_per_partition=self.options.min_nodes_per_partition)
         self.cache = kernel_cache(self.options.cache_dir)
+        self.policy = ClaimPolicy(self.options.min_speedup)
 
     @property
     def claims(self) -> dict[int, NodeClaim]:
@@ -128,8 +130,8 @@ class FusionDelegate(SimpleDelegate):
             reason = NotClaimed("excluded by the exclude_nodes option")
         else:
             reason = unsupported_reason(context, node)
-            if reason is None and self.options.min_speedup > 0:
-                reason = default_path_reason(context, node)
+            if reason is None:
+                reason = self.policy.node_reason(context, node)
         self.graph.claims[node.index] = NodeClaim(node.index, op_name(node), reason)
         return reason is None
 
@@ -152,10 +154,10 @@ class FusionDelegate(SimpleDelegate):
                 unbuildable[partition.nodes] = NotClaimed(
                     "kernel cannot be built: internal error {}: {}", type(error).__name__, error)
                 continue
-            predictions[partition.nodes] = self.predict(
+            predictions[partition.nodes] = self.policy.predict(
                 partition_features(built, partition, neighbours), context.num_threads)
         paying = [p for p in partitions if p.nodes in predictions
-                  and predictions[p.nodes].pays(self.options.min_speedup)]
+                  and self.policy.pays(predictions[p.nodes])]
         chosen = super().select_partitions(context, paying)
         minimum = self.min_nodes_per_partition
         for partition in partitions:
@@ -164,9 +166,7 @@ class FusionDelegate(SimpleDelegate):
             if partition.nodes in unbuildable:
                 reason = unbuildable[partition.nodes]
             elif partition not in paying:
-                prediction = predictions[partition.nodes]
-                reason = NotClaimed("not worth it (predicted {:.2f}x LiteRT, {:+.1f} us)",
-                                    prediction.speedup, prediction.saving_us)
+                reason = self.policy.partition_reason(predictions[partition.nodes])
             elif len(partition.nodes) < minimum:
                 reason = NotClaimed("partition too small ({} < {} nodes)",
                                     len(partition.nodes), minimum)
@@ -178,14 +178,6 @@ class FusionDelegate(SimpleDelegate):
             for node in partition.nodes:
                 claims[node].partition = number
         return chosen
-
-    def predict(self, partition: PartitionFeatures, interpreter_threads: int) -> Prediction:
-        """The measured cost model's verdict on fusing a partition at its current shapes. Its
-        costs are those measured at the interpreter's thread count (what XNNPACK runs on), not
-        the kernel's: XNNPACK on 2 threads is up to twice faster than on 1."""
-        if self.options.min_speedup <= 0:
-            return UNKNOWN
-        return predict(partition, interpreter_threads)
 
     def kernel_threads(self, context: Context) -> int:
         """The `num_threads` option, else the interpreter's, within what numba can run."""

@@ -48,8 +48,7 @@ activations).
   after an XNNPACK ADD, 26-32 us after a builtin HARD_SWISH, 21-22 us on one thread). Our
   kernel runs on the core that made the input, so of the cut only its output side remains:
   half of `split`.
-- A partition must also be predicted to save MIN_SAVING_US, and at more than one thread one
-  between ops XNNPACK's threads run to be THREADED_MIN_SPEEDUP faster.
+policy.py decides from the prediction, with margins for its error.
 
 The Python call into the interpreter, the same for both, is left out. An op the model lacks
 takes the costs of the measured op of its cost class (codegen.ops.TRANSCENDENTAL or not) whose
@@ -94,21 +93,6 @@ PROXIES.update({f"{name}/int8": tuple(f"{op}/int8" for op in PROXIES[name])
                 for name in quant.REDUCTION_DTYPES})
 
 
-#: A partition predicted to save less than this is left to LiteRT whatever its speedup: a few
-#: hundred nanoseconds is what an extra kernel call varies by (at 2 threads, a partition of
-#: 1-4K elements that a cut of XNNPACK's graph leaves to wake the other thread lost 0.1-0.4 us
-#: where it was predicted to save 0.1-0.3), and less than a model's run-to-run noise.
-MIN_SAVING_US = 0.5
-#: At more than one thread, a partition cut out of XNNPACK's work whose inputs XNNPACK's
-#: threads make must be predicted at least this much faster, whatever min_speedup's margin.
-#: Fitted to the corpus at 2 threads: partitions predicted 1.3-1.7x lost (ViT's MUL+SOFTMAX,
-#: 0.3-0.6 us in every run; MobileNetV3-Small float's gate and face_landmark's ADD+PRELU,
-#: 1-2% of the whole model), those from 2x on gained or tied; 2.2 would also drop ConvNeXt's
-#: ADD+MEAN+MEAN (2.09x, saving 0.5 us). Not for an input a builtin kernel makes (an int8
-#: gate after a HARD_SWISH: 1.4x predicted, 1-5 us saved).
-THREADED_MIN_SPEEDUP = 1.8
-
-
 class CostModelError(FusionDelegateError, ValueError):
     """cost_model.json is missing, unreadable or not what perf/calibrate.py writes."""
 
@@ -131,19 +115,6 @@ class Prediction:
     @property
     def saving_us(self) -> float:
         return self.litert_us - self.fused_us
-
-    def pays(self, min_speedup: float) -> bool:
-        """Predicted faster by min_speedup's margin over 1 times the threads, and MIN_SAVING_US
-        sooner (unknown: it pays). The margin grows with the threads because the predictions
-        miss more there: XNNPACK runs its ops on its pool, our kernel beside it on one thread
-        (perf/MODELS.md: 92-93% of decisions right at 1 thread, 86-91% at 2; partitions
-        predicted 1.1-1.2x gained at 1 thread, and lost up to a fifth of a model at 2). With
-        more threads, one cut out of XNNPACK's threaded work needs THREADED_MIN_SPEEDUP."""
-        required = 1.0 + (min_speedup - 1.0) * max(self.threads, 1)
-        if self.threads > 1 and self.cut_us > 0 and not self.builtin_input:
-            required = max(required, THREADED_MIN_SPEEDUP)
-        return self.speedup >= required and (
-            not math.isfinite(self.speedup) or self.saving_us >= MIN_SAVING_US)
 
 
 UNKNOWN = Prediction(math.nan, math.nan)

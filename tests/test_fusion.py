@@ -15,6 +15,7 @@ from fusion_delegate.demo import build_demo_model
 import fusion_delegate.fusion
 from fusion_delegate.fusion import advise_huge_pages
 from fusion_delegate.model import ModelBuilder, read_model
+from fusion_delegate.policy import ClaimPolicy
 from fusion_delegate.tools.plan import describe
 
 NONE = {"fused_activation_function": 0}
@@ -93,7 +94,7 @@ def test_partitions_predicted_slower_than_litert_are_left_alone_with_the_reason(
     kept = {p.nodes for p in delegate.last_partitions}
     assert kept and len(kept) < len(delegate.predictions)
     for nodes, prediction in delegate.predictions.items():
-        assert (nodes in kept) == prediction.pays(threshold)
+        assert (nodes in kept) == ClaimPolicy(threshold).pays(prediction)
         if nodes not in kept:
             assert all(delegate.claims[n].reason == f"not worth it (predicted "
                        f"{prediction.speedup:.2f}x LiteRT, "
