@@ -1,10 +1,11 @@
 """The fusion delegate: claim elementwise regions, compile one kernel per partition.
 
-Data flows one way: the runtime's nodes -> claims (which nodes, and why not the others) ->
-partitions (kept only if their kernel builds and the cost model says it pays) -> one
-FusionKernel each, which in prepare builds the partition's IR for the current shapes, renders
-its schedule of loop nests to source and gets a compiled kernel from the cache; invoke is that
-kernel's native entry point, called by the runtime without Python.
+Data flows one way: the runtime's nodes -> claims.py (which nodes the kernel can reproduce,
+and why not the others) -> partitions, each built once (codegen.pipeline) and kept only if the
+claim policy (policy.py) says its features (features.py) pay -> one FusionKernel each, which in
+prepare takes the kernel built for it, or builds anew at changed shapes, and gets it compiled
+from the cache; invoke is that kernel's native entry point, called by the runtime without
+Python. This module only orchestrates: each decision and its reason is made in those modules.
 """
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ from dataclasses import dataclass, replace
 from codegen.compile import DEFAULT_DIR, CompileError, Kernel, KernelCache, max_parallel_threads
 from codegen.ir import KernelIR, Op, Value, broadcast_shapes, reduced_shape
 from codegen.ops import REDUCTIONS
-from codegen.pipeline import NotBuildable, build
+from codegen.pipeline import Built, NotBuildable, build
 from codegen.render import TensorTableLayout
 
 from . import abi
@@ -28,7 +29,7 @@ from .errors import KernelBuildError, KernelCompileError
 from .features import partition_features, plan_nodes
 from .options import FusionOptions
 from .policy import ClaimPolicy
-from .simple_delegate import SimpleDelegate, SimpleDelegateKernel
+from .simple_delegate import SimpleDelegate, SimpleDelegateKernel, largest_first
 from .worth import Prediction
 
 log = logging.getLogger("fusion_delegate")
@@ -137,47 +138,58 @@ class FusionDelegate(SimpleDelegate):
 
     def select_partitions(self, context: Context, partitions: list[Partition]) -> list[Partition]:
         """TFLite's selection (largest first, limits) among the partitions whose kernel builds
-        and is predicted to pay."""
-        unbuildable, predictions, claims = {}, self.graph.predictions, self.graph.claims
-        neighbours = plan_nodes(context, XNNPACK_QUANTIZED)
-        for number, partition in enumerate(partitions):
-            try:
-                nodes = [fused_node(context.node(n)) for n in sorted(partition.nodes)]
-                built = build(partition_ir(context, nodes, partition, number,
-                                           self.kernel_threads(context), self.options.precision),
-                              LAYOUT)
-            except NotBuildable as error:
-                unbuildable[partition.nodes] = NotClaimed("kernel cannot be built: {}", error)
+        and is predicted to pay. Each is built once, numbered in the order that selection takes
+        them in: its kernel is prepared without building again where the partitions before it
+        are chosen too, and the shapes have not changed."""
+        graph, refused = self.graph, {}
+        plan = plan_nodes(context, XNNPACK_QUANTIZED)
+        for number, partition in enumerate(largest_first(partitions)):
+            candidate = self.build_candidate(context, partition, number)
+            if isinstance(candidate, NotClaimed):
+                refused[partition.nodes] = candidate
                 continue
-            except Exception as error:  # noqa: BLE001 - our bug: leave the partition to LiteRT
-                log.warning("partition %s: %s", partition.nodes, error, exc_info=True)
-                unbuildable[partition.nodes] = NotClaimed(
-                    "kernel cannot be built: internal error {}: {}", type(error).__name__, error)
-                continue
-            predictions[partition.nodes] = self.policy.predict(
-                partition_features(built, partition, neighbours), context.num_threads)
-        paying = [p for p in partitions if p.nodes in predictions
-                  and self.policy.pays(predictions[p.nodes])]
-        chosen = super().select_partitions(context, paying)
+            graph.built[partition.nodes] = candidate
+            prediction = graph.predictions[partition.nodes] = self.policy.predict(
+                partition_features(candidate[1], partition, plan), context.num_threads)
+            reason = self.policy.partition_reason(prediction)
+            if reason is not None:
+                refused[partition.nodes] = reason
+        chosen = super().select_partitions(
+            context, [p for p in partitions if p.nodes not in refused])
         minimum = self.min_nodes_per_partition
         for partition in partitions:
             if partition in chosen:
                 continue
-            if partition.nodes in unbuildable:
-                reason = unbuildable[partition.nodes]
-            elif partition not in paying:
-                reason = self.policy.partition_reason(predictions[partition.nodes])
-            elif len(partition.nodes) < minimum:
+            reason = refused.get(partition.nodes)
+            if reason is None and len(partition.nodes) < minimum:
                 reason = NotClaimed("partition too small ({} < {} nodes)",
                                     len(partition.nodes), minimum)
-            else:
+            elif reason is None:
                 reason = NotClaimed("over max_delegated_partitions")
             for node in partition.nodes:
-                claims[node].reason = reason
+                graph.claims[node].reason = reason
         for number, partition in enumerate(chosen):
             for node in partition.nodes:
-                claims[node].partition = number
+                graph.claims[node].partition = number
+        graph.built = {p.nodes: graph.built[p.nodes] for p in chosen}
         return chosen
+
+    def build_candidate(self, context: Context, partition: Partition,
+                        number: int) -> tuple[KernelIR, Built] | NotClaimed:
+        """The partition's IR (as partition_ir makes it) and its kernel at the current shapes, or
+        why it cannot be built. An error of ours leaves the partition to LiteRT with its
+        reason, and never fails the model."""
+        try:
+            nodes = [fused_node(context.node(n)) for n in sorted(partition.nodes)]
+            ir = partition_ir(context, nodes, partition, number, self.kernel_threads(context),
+                              self.options.precision)
+            return ir, build(ir, LAYOUT)
+        except NotBuildable as error:
+            return NotClaimed("kernel cannot be built: {}", error)
+        except Exception as error:  # noqa: BLE001 - our bug: leave the partition to LiteRT
+            log.warning("partition %s: %s", partition.nodes, error, exc_info=True)
+            return NotClaimed("kernel cannot be built: internal error {}: {}",
+                              type(error).__name__, error)
 
     def kernel_threads(self, context: Context) -> int:
         """The `num_threads` option, else the interpreter's, within what numba can run."""
@@ -260,12 +272,14 @@ class FusionKernel(SimpleDelegateKernel):
         nodes = ",".join(map(str, self.partition.nodes))
         hint = (f"partition {self.number} (nodes {nodes}): {{}}; to run the model without it, "
                 f"pass exclude_nodes=\"{nodes}\" to FusionDelegate")
+        ir = partition_ir(context, self.nodes, self.partition, self.number,
+                          self.delegate.kernel_threads(context), self.delegate.options.precision)
+        kept = self.graph.built.get(self.partition.nodes)
         try:
-            built = build(partition_ir(context, self.nodes, self.partition, self.number,
-                                       self.delegate.kernel_threads(context),
-                                       self.delegate.options.precision), LAYOUT)
+            built = kept[1] if kept is not None and kept[0] == ir else build(ir, LAYOUT)
         except NotBuildable as error:
             raise KernelBuildError(hint.format(error)) from error
+        self.graph.built[self.partition.nodes] = ir, built
         ir, source = built.ir, built.source
         for t in ir.outputs:
             if context.tensor(t).shape != ir.value(t).shape:

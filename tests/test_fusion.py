@@ -51,6 +51,19 @@ def test_resize_to_new_shapes_and_back_reuses_the_cached_kernel(cache_dir, rng):
     assert hits[-1] == "memory"
 
 
+def test_a_partition_is_built_once_and_anew_after_a_resize(cache_dir, rng, monkeypatch):
+    """The kernel built to decide on the partition is the one prepared; new shapes build anew."""
+    builds = []
+    build = fusion_delegate.fusion.build
+    monkeypatch.setattr(fusion_delegate.fusion, "build",
+                        lambda ir, layout: builds.append(ir.name) or build(ir, layout))
+    interpreter = builtin_interpreter(swish_chain(), [FusionDelegate(cache_dir=cache_dir,
+                                                                     min_speedup=0.0)])
+    assert builds == ["p0_add_logistic_mul_relu6"]
+    run(interpreter, [rng.standard_normal((5, 8)).astype(np.float32)])
+    assert len(builds) == 2
+
+
 def test_many_invokes_read_fresh_inputs_every_time(cache_dir, rng):
     model = swish_chain((4, 16))
     interpreter = builtin_interpreter(model, [FusionDelegate(cache_dir=cache_dir, min_speedup=0.0)])
