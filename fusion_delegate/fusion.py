@@ -41,7 +41,7 @@ _CACHES: dict[str, KernelCache] = {}
 
 #: Partition tensors of this many bytes or more are advised into huge pages (x86-64's 2 MB),
 #: on the first invoke after each prepare: TFLite's arena is on 4 KiB pages (it never
-#: madvises), which cost memory-bound kernels 1.2-1.35x at 4M elements
+#: madvises), which slows memory-bound kernels on large tensors
 #: (docs/chain_performance.md, diagnosis 5).
 HUGE_PAGE = 2 << 20
 MADV_HUGEPAGE, MADV_COLLAPSE = 14, 25          # Linux; COLLAPSE (6.1+) makes them now

@@ -2,7 +2,9 @@
 
 claims.py says what the kernel can reproduce; here is whether claiming it is worth it, for a
 node (a rule the cost model cannot price) and for a partition (its prediction, with margins
-for the model's error). Every decision is a NotClaimed reason, or None to claim.
+for the model's error). Every decision is a NotClaimed reason, or None to claim. The margins
+were fitted to the corpus: perf/README.md, "The cost model behind `min_speedup`", has the
+measurements.
 """
 from __future__ import annotations
 
@@ -16,13 +18,12 @@ from .features import PartitionFeatures
 from .worth import UNKNOWN, Prediction, predict
 
 #: A partition predicted to save less than this is left to LiteRT whatever its speedup: it is
-#: what an extra kernel call varies by, and less than a model's run-to-run noise
-#: (perf/README.md, "MIN_SAVING_US").
+#: what an extra kernel call varies by, and less than a model's run-to-run noise.
 MIN_SAVING_US = 0.5
 #: At more than one thread, a partition cut out of XNNPACK's work whose inputs XNNPACK's
 #: threads make must be predicted at least this much faster, whatever min_speedup's margin:
-#: fitted to the corpus at 2 threads (perf/README.md, "THREADED_MIN_SPEEDUP"). Not for an
-#: input a builtin kernel makes, which XNNPACK's threads do not share.
+#: XNNPACK runs its ops on its pool, our kernel beside it on one thread. Not for an input a
+#: builtin kernel makes, which XNNPACK's threads do not share.
 THREADED_MIN_SPEEDUP = 1.8
 
 

@@ -1,13 +1,11 @@
 """Whether fusing a partition pays, predicted from costs measured on this machine.
 
-The delegate leaves a partition to LiteRT unless its fused kernel is predicted to be at least
-`min_speedup` times faster than LiteRT's default path (XNNPACK) running the same ops one by one.
-perf/calibrate.py times chains of every op both ways and fits the costs below, committed as
-cost_model.json with the machine, versions and date (rerun it to refit). Every cost is linear
-in elements, c0 + c1 * n, with c1 constant between the model's `breaks` (about where tensors
-leave L1, L2 and L3: an element costs several times more past them; those at 16K and 256K
-elements also bracket many of the corpus's tensors, ViT's attention and EfficientNet's
-activations).
+perf/calibrate.py times chains of every op under LiteRT's default path (XNNPACK) and fused,
+and fits the costs below, committed as cost_model.json with the machine, versions and date
+(rerun it to refit; perf/README.md, "The cost model behind `min_speedup`", has what was
+measured and why the model has each term). Every cost is linear in elements, c0 + c1 * n, with
+c1 constant between the model's `breaks` (about where tensors leave L1, L2 and L3: an element
+costs several times more past them).
 
 - LiteRT runs op after op: each op costs its own line in its output's elements, and the first
   op pays `litert_first` on top (reading the partition's input from memory; later ops find
@@ -15,46 +13,31 @@ activations).
 - The fused kernel is a schedule of loop nests (codegen.schedule), each over its own domain:
   its fixed cost plus the larger of its memory time (each nest costs what `fused`, a one-op
   partition, costs beyond its fixed cost: one input and one output) and every op's compute.
-  Loads and stores overlap the compute, so whichever is slower sets the time. An op computes
-  once per element of its output: ops on smaller shapes get their own, smaller nests.
+  Loads and stores overlap the compute, so whichever is slower sets the time.
 - Every other whole tensor read or written costs half of `fused`'s memory time (`stream_us`):
-  the calibration's binary ops read one tensor and a per-channel constant, a residual ADD or
-  swish's MUL reads two. Measured on a MUL of two [1, 28, 28, 240] tensors against one and a
-  constant: +7.0 us for XNNPACK, +7.2 us fused (13.6 and 13.7 us), and so at 56K-451K
-  elements. Not for int8 ops on LiteRT's side: its int8 ADD of two tensors costs less than
-  the calibration's per-channel one (3.0 against 4.5 us at [1, 28, 28, 40]).
+  the calibration's binary ops read one tensor and a per-channel constant, a residual ADD
+  reads two. Not for int8 ops on LiteRT's side, whose two-tensor ADD costs no more than the
+  calibration's per-channel one.
 - A binary op whose broadcast operand repeats every `run` elements (a per-channel constant:
-  run = C) costs LiteRT more where runs are short: XNNPACK calls its kernel once per run (at
-  C = 8 an ADD took 9x its time at C = 256 here). `broadcast` has that factor, measured on ADD
-  at a few run lengths.
-- On top comes `split`, what cutting XNNPACK's partition in two costs: in a real model
-  elementwise ops sit between ops XNNPACK runs (convolutions, matmuls). It grows with the
-  tensors at the cut and with threads (XNNPACK's thread pool hands over twice more), so it is
-  a line in elements like the others, measured on a chain whose middle is claimed, per thread
-  count, twice: `split` between elementwise ops, which XNNPACK runs in place on data still in
-  cache (a cut takes that away), and `split_heavy` between convolutions, which read and write
-  buffers of their own anyway; there a cut cost a third to a half as much (DEPTHWISE_CONV_2D
-  and BATCH_MATMUL neighbours, 16K-1M elements). A partition with an elementwise op XNNPACK
-  runs right before or after it pays `split`; one whose elementwise neighbours run apart from
-  it pays `split` while the cut's tensors stay in L2 until then and `split_heavy` beyond;
-  others `split_heavy`; one that no op outside reads from or writes to (the whole model) cuts
-  nothing and pays neither (`Cut`). The line is scaled by the share of the partition that is
-  memory traffic (CostModel.predict): a cut takes away what fusing saves in passes over
-  memory, not what it saves in arithmetic.
-- With more than one thread, where a builtin kernel (one thread: an int8 HARD_SWISH, which
-  XNNPACK does not run) makes the partition's input, XNNPACK's ops on it cost what they cost
-  on one thread: its threads find half the input in another core's cache, and are woken after
-  the builtin op's run (perf/after_builtin.py: an int8 MUL of 115K elements, 2 threads, 13 us
-  after an XNNPACK ADD, 26-32 us after a builtin HARD_SWISH, 21-22 us on one thread). Our
-  kernel runs on the core that made the input, so of the cut only its output side remains:
-  half of `split`.
-policy.py decides from the prediction, with margins for its error.
+  run = C) costs LiteRT more where runs are short, as XNNPACK calls its kernel once per run:
+  `broadcast` has that factor, measured on ADD at a few run lengths.
+- On top comes what cutting XNNPACK's partition in two costs (features.Cut): in a real model
+  elementwise ops sit between ops XNNPACK runs. It grows with the tensors at the cut and with
+  threads, so it is a line in elements like the others: `split` next to elementwise ops, which
+  XNNPACK runs in place on data still in cache (a cut takes that away), `split_heavy` next to
+  convolutions and matmuls, which read and write buffers of their own anyway. The line is
+  scaled by the share of the partition that is memory traffic: a cut takes away what fusing
+  saves in passes over memory, not what it saves in arithmetic.
+- With more than one thread, where a builtin kernel (one thread) makes the partition's input,
+  XNNPACK's ops on it cost what they cost on one thread: its threads find the input in another
+  core's cache (perf/after_builtin.py). Our kernel runs on the core that made the input, so of
+  the cut only its output side remains: half of it.
 
 The Python call into the interpreter, the same for both, is left out. An op the model lacks
 takes the costs of the measured op of its cost class (codegen.ops.TRANSCENDENTAL or not) whose
 fused compute is slowest. A missing or corrupt cost model is logged once and predicts nothing:
 `speedup` is then inf, so the delegate claims as it does with min_speedup=0, and never fails
-for a bad data file.
+for a bad data file. policy.py decides from the prediction.
 """
 from __future__ import annotations
 
@@ -200,12 +183,10 @@ class CostModel:
 
     def predict(self, partition: PartitionFeatures, threads: int = 1) -> Prediction:
         """The cut is priced at the share of the partition that is traffic: the fused
-        kernel's memory time over LiteRT's time for the ops (at 64K elements a third for two
-        ADDs, a quarter for a swish). A cut beside XNNPACK's ops takes away what fusing saves
-        in passes over memory (those ops find their data in cache), not what it saves in
-        arithmetic: timed in their neighbourhoods (perf/models.py), the corpus's
-        squeeze-excite, PRELU and int8 gate partitions saved 2-20 us each where the whole cut
-        priced them as losing (perf/README.md)."""
+        kernel's memory time over LiteRT's time for the ops. A cut beside XNNPACK's ops takes
+        away what fusing saves in passes over memory (those ops find their data in cache), not
+        what it saves in arithmetic: priced whole, partitions that gained in their
+        neighbourhoods were predicted to lose (perf/README.md)."""
         costs = self.costs(threads)
         one_thread_input = partition.builtin_input and threads > 1
         litert_costs = self.costs(1) if one_thread_input else costs
