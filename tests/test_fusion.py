@@ -129,6 +129,8 @@ def test_unclaimed_nodes_say_why():
     reasons = [c.reason for c in sorted(delegate.claims.values(), key=lambda c: c.index)]
     assert reasons == ["dtype int32 not supported", "rank 7 > 6", "op RESHAPE not supported",
                        "partition too small (1 < 2 nodes)"]
+    assert [(r.phrase, r.values) for r in reasons[:2]] == [("dtype {} not supported", ("int32",)),
+                                                          ("rank {} > {}", (7, 6))]
 
 
 def test_generated_source_names_ops_and_keeps_float32_literals(cache_dir):
