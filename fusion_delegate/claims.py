@@ -1,8 +1,8 @@
-"""Which nodes the fusion delegate claims, and for the others, why not.
+"""Which nodes the fusion delegate can claim, and for the others, why not.
 
-A reason is a fixed phrase plus a value ("dtype int8 not supported", "rank 7 > 6"): `inspect`
-prints it for each node and tests assert on it. A node whose result the kernel could not
-reproduce exactly as the builtin kernel does is never claimed.
+A node whose result the kernel could not reproduce exactly as the builtin kernel does is never
+claimed: this module is that legality, and NotClaimed the one type every reason to leave a node
+or a partition to LiteRT has (here, the claim policy's and the delegate's own).
 """
 from __future__ import annotations
 
@@ -31,6 +31,20 @@ REDUCTION_PARAMS = {"SOFTMAX": abi.TfLiteSoftmaxParams, "L2_NORMALIZATION": abi.
                     **{name: abi.TfLiteReducerParams for name in REDUCTION_CODES.values()}}
 
 
+class NotClaimed(str):
+    """Why a node or partition is left to LiteRT: a fixed phrase and the values it names. It
+    is the text `inspect` prints ("dtype int8 not supported"), so reports and tests read it as
+    text, and `phrase` ("dtype {} not supported") groups the nodes refused for the same reason
+    whatever their values. A reason made elsewhere (codegen.quant) is its own phrase."""
+    phrase: str
+    values: tuple
+
+    def __new__(cls, phrase: str, *values: object) -> NotClaimed:
+        reason = super().__new__(cls, phrase.format(*values) if values else phrase)
+        reason.phrase, reason.values = phrase, values
+        return reason
+
+
 @dataclass(frozen=True)
 class FusedNode:
     """A claimed node as the kernel needs it: plain values, read once from the runtime."""
@@ -47,7 +61,7 @@ def op_name(node: NodeInfo) -> str:
     return OP_NAMES.get(node.builtin_code, f"builtin {node.builtin_code}")
 
 
-def unsupported_reason(context: Context, node: NodeInfo) -> str | None:
+def unsupported_reason(context: Context, node: NodeInfo) -> NotClaimed | None:
     """None if the node can be fused, otherwise why it cannot."""
     tensors = [context.tensor(t) for t in node.inputs + node.outputs if t >= 0]
     if node.builtin_code in REDUCTION_CODES or node.builtin_code in COMPOSITE_CODES:
@@ -57,28 +71,28 @@ def unsupported_reason(context: Context, node: NodeInfo) -> str | None:
         return quantized_reason(node, tensors)
     spec = OPS_BY_CODE.get(node.builtin_code)
     if spec is None:
-        return f"op {op_name(node)} not supported"
+        return NotClaimed("op {} not supported", op_name(node))
     if len(node.inputs) != spec.arity or len(node.outputs) != 1:
-        return f"{len(node.inputs)} inputs / {len(node.outputs)} outputs, expected {spec.arity} / 1"
+        return arity_reason(node, spec.arity)
     if any(t < 0 for t in node.inputs):
-        return "optional input missing"
+        return NotClaimed("optional input missing")
     reason = operands_reason(spec.name, tensors, spec.dtypes)
     if reason:
         return reason
     exponent = tensors[1] if spec.name == "POW" else None
     if exponent is not None and math.prod(exponent.shape) == 1 and not exponent.is_constant:
         # LiteRT picks powf or repeated squaring per invoke from this value.
-        return "POW with a one-element exponent that is not a constant"
+        return NotClaimed("POW with a one-element exponent that is not a constant")
     if (spec.fused_activation or spec.name in PARAMS_STRUCTS) and not node.builtin_data:
-        return "builtin params missing"
+        return NotClaimed("builtin params missing")
     activation = dict(fused_node(node).params).get("activation", 0)
     if activation not in ACTIVATIONS:
-        return f"fused activation {activation} not supported"
+        return NotClaimed("fused activation {} not supported", activation)
     return None
 
 
 def reduction_reason(context: Context, node: NodeInfo,
-                     tensors: list[TensorInfo]) -> str | None:
+                     tensors: list[TensorInfo]) -> NotClaimed | None:
     """None if the reduction or row op is reproduced: float32, or int8/uint8 bit for bit
     (codegen.quant: MEAN, SUM, REDUCE_MAX, REDUCE_MIN, SOFTMAX, LOG_SOFTMAX,
     L2_NORMALIZATION); a constant axis tensor (MEAN, SUM, REDUCE_MAX, REDUCE_MIN), an output
@@ -86,56 +100,57 @@ def reduction_reason(context: Context, node: NodeInfo,
     name = op_name(node)
     arity = 2 if node.builtin_code in REDUCTION_CODES else 1
     if len(node.inputs) != arity or len(node.outputs) != 1 or any(t < 0 for t in node.inputs):
-        return f"{len(node.inputs)} inputs / {len(node.outputs)} outputs, expected {arity} / 1"
+        return arity_reason(node, arity)
     x, out = tensors[0], tensors[-1]
     reason = operands_reason(name, [x, out], ("float32", *quant.REDUCTION_DTYPES.get(name, ())))
     if reason:
         return reason
     if x.type_name != out.type_name:
-        return f"mixed dtypes {x.type_name.lower()}/{out.type_name.lower()} not supported"
+        return NotClaimed("mixed dtypes {}/{} not supported", x.type_name.lower(),
+                          out.type_name.lower())
     if name in REDUCTION_PARAMS and not node.builtin_data:
-        return "builtin params missing"
+        return NotClaimed("builtin params missing")
     if arity == 2:
         axis = tensors[1]
         if not axis.is_constant or axis.type_name.lower() != "int32":
-            return "axis tensor not a constant int32 tensor"
+            return NotClaimed("axis tensor not a constant int32 tensor")
         axes = reduction_axes(context.view(axis.index), len(x.shape))
         if axes is None:
-            return f"axes {context.view(axis.index).tolist()} out of range for rank {len(x.shape)}"
+            return NotClaimed("axes {} out of range for rank {}",
+                              context.view(axis.index).tolist(), len(x.shape))
         if not axes:
-            return "no axes to reduce"
+            return NotClaimed("no axes to reduce")
         keep_dims = abi.TfLiteReducerParams.from_address(node.builtin_data).keep_dims
         expected = reduced_shape(x.shape, axes, bool(keep_dims))
     else:
         if not x.shape:
-            return "rank 0 input"
+            return NotClaimed("rank 0 input")
         if name == "L2_NORMALIZATION" and \
                 abi.TfLiteL2NormParams.from_address(node.builtin_data).activation != 0:
-            return "fused activation not supported"
+            return NotClaimed("fused activation not supported")
         expected = x.shape
     if tuple(out.shape) != expected or 0 in x.shape:
-        return (f"output shape {list(out.shape)} for input {list(x.shape)}, "
-                f"expected {list(expected)}")
+        return NotClaimed("output shape {} for input {}, expected {}", list(out.shape),
+                          list(x.shape), list(expected))
     if qparams(x) is None:
         return None
     if name in quant.ROW_OP_OUTPUTS:
         beta = abi.TfLiteSoftmaxParams.from_address(node.builtin_data).beta \
             if name == "SOFTMAX" else 1.0
-        return quant.row_op_unsupported(name, qparams(x), qparams(out), x.shape[-1], beta)
-    return quant.reduction_unsupported(name, qparams(x), qparams(out), x.shape, axes,
-                                       bool(keep_dims))
+        return quantized(quant.row_op_unsupported(name, qparams(x), qparams(out), x.shape[-1],
+                                                  beta))
+    return quantized(quant.reduction_unsupported(name, qparams(x), qparams(out), x.shape, axes,
+                                                 bool(keep_dims)))
 
 
-def default_path_reason(context: Context, node: NodeInfo) -> str | None:
-    """Why a node the kernel reproduces is still left to LiteRT's default path unless every
-    buildable partition is wanted (min_speedup=0): XNNPACK runs int8/uint8 reductions at
-    memory speed, and an int8 LayerNorm fused whole was no faster than its two partitions
-    with XNNPACK's MEANs between them (docs/quantized_semantics.md, "MEAN (40)")."""
-    x = context.tensor(node.inputs[0])
-    if node.builtin_code in REDUCTION_CODES and qparams(x) is not None:
-        return (f"{x.type_name.lower()} {op_name(node)} left to XNNPACK, faster than fused "
-                f"(claimed with min_speedup=0)")
-    return None
+def arity_reason(node: NodeInfo, arity: int) -> NotClaimed:
+    return NotClaimed("{} inputs / {} outputs, expected {} / 1", len(node.inputs),
+                      len(node.outputs), arity)
+
+
+def quantized(reason: str | None) -> NotClaimed | None:
+    """codegen.quant's reason an int8/uint8 node is not reproduced, if it is not."""
+    return None if reason is None else NotClaimed(reason)
 
 
 def reduction_axes(axis: np.ndarray, rank: int) -> tuple[int, ...] | None:
@@ -147,46 +162,48 @@ def reduction_axes(axis: np.ndarray, rank: int) -> tuple[int, ...] | None:
     return tuple(sorted({a % rank for a in axes}))
 
 
-def operands_reason(op: str, tensors: list[TensorInfo], dtypes: tuple[str, ...]) -> str | None:
+def operands_reason(op: str, tensors: list[TensorInfo],
+                    dtypes: tuple[str, ...]) -> NotClaimed | None:
     """Why the node's tensors (inputs, then output) keep it from being fused, if they do:
     dtype, rank, storage, quantization per channel, shapes."""
     for tensor in tensors:
         label = tensor.name or tensor.index
         if tensor.type_name.lower() not in dtypes:
-            return f"dtype {tensor.type_name.lower()} not supported"
+            return NotClaimed("dtype {} not supported", tensor.type_name.lower())
         if len(tensor.shape) > MAX_RANK:
-            return f"rank {len(tensor.shape)} > {MAX_RANK}"
+            return NotClaimed("rank {} > {}", len(tensor.shape), MAX_RANK)
         if tensor.is_dynamic or tensor.sparse:
-            return f"{'dynamic' if tensor.is_dynamic else 'sparse'} tensor {label}"
+            return NotClaimed("{} tensor {}", "dynamic" if tensor.is_dynamic else "sparse", label)
         if tensor.per_channel:
-            return f"per-channel quantization of {label} not supported"
+            return NotClaimed("per-channel quantization of {} not supported", label)
     try:
         shape = broadcast_shapes(*(t.shape for t in tensors[:-1]))
     except IRError:
-        return f"shapes {' and '.join(str(list(t.shape)) for t in tensors[:-1])} do not broadcast"
+        return NotClaimed("shapes {} do not broadcast",
+                          " and ".join(str(list(t.shape)) for t in tensors[:-1]))
     if op == "PRELU" and shape != tensors[0].shape:
-        return f"PRELU alpha {list(tensors[1].shape)} broadcasts beyond the input"
+        return NotClaimed("PRELU alpha {} broadcasts beyond the input", list(tensors[1].shape))
     return None
 
 
-def quantized_reason(node: NodeInfo, tensors: list[TensorInfo]) -> str | None:
+def quantized_reason(node: NodeInfo, tensors: list[TensorInfo]) -> NotClaimed | None:
     """None if the int8/uint8 node (or QUANTIZE / DEQUANTIZE) is reproduced exactly."""
     name = op_name(node)
     if name not in quant.SUPPORTED_DTYPES:
-        return f"op {name} not supported"
+        return NotClaimed("op {} not supported", name)
     arity = 2 if name in quant.BINARY_OPS else 1
     if len(node.inputs) != arity or len(node.outputs) != 1 or any(t < 0 for t in node.inputs):
-        return f"{len(node.inputs)} inputs / {len(node.outputs)} outputs, expected {arity} / 1"
+        return arity_reason(node, arity)
     reason = operands_reason(name, tensors, DTYPES)
     if reason:
         return reason
     if name in PARAMS_STRUCTS and not node.builtin_data:
-        return "builtin params missing"
+        return NotClaimed("builtin params missing")
     # Position-aware: the kernel computes LiteRT's one path at the partition's shapes, or
     # cannot be built there (codegen.lower), and the partition is then not claimed.
-    return quant.quant_unsupported(name, [t.type_name.lower() for t in tensors],
-                                   [qparams(t) for t in tensors[:-1]], qparams(tensors[-1]),
-                                   dict(fused_node(node).params), position_aware=True)
+    return quantized(quant.quant_unsupported(
+        name, [t.type_name.lower() for t in tensors], [qparams(t) for t in tensors[:-1]],
+        qparams(tensors[-1]), dict(fused_node(node).params), position_aware=True))
 
 
 def qparams(tensor: TensorInfo) -> quant.QParams | None:

@@ -1,10 +1,11 @@
 """The fusion delegate: claim elementwise regions, compile one kernel per partition.
 
-Data flows one way: the runtime's nodes -> claims (which nodes, and why not the others) ->
-partitions (kept only if their kernel builds and the cost model says it pays) -> one
-FusionKernel each, which in prepare builds the partition's IR for the current shapes, renders
-its schedule of loop nests to source and gets a compiled kernel from the cache; invoke is that
-kernel's native entry point, called by the runtime without Python.
+Data flows one way: the runtime's nodes -> claims.py (which nodes the kernel can reproduce,
+and why not the others) -> partitions, each built once (codegen.pipeline) and kept only if the
+claim policy (policy.py) says its features (features.py) pay -> one FusionKernel each, which in
+prepare takes the kernel built for it, or builds anew at changed shapes, and gets it compiled
+from the cache; invoke is that kernel's native entry point, called by the runtime without
+Python. This module only orchestrates: each decision and its reason is made in those modules.
 """
 from __future__ import annotations
 
@@ -17,21 +18,21 @@ from dataclasses import dataclass, replace
 
 from codegen.compile import DEFAULT_DIR, CompileError, Kernel, KernelCache, max_parallel_threads
 from codegen.ir import KernelIR, Op, Value, broadcast_shapes, reduced_shape
-from codegen.ops import OPS, REDUCTIONS
+from codegen.ops import REDUCTIONS
 from codegen.pipeline import Built, NotBuildable, build
-from codegen.reduce import COMPOSITES
 from codegen.render import TensorTableLayout
-from codegen.schedule import Schedule, plan
 from codegen.workers import compile_ahead
 
 from . import abi
-from .claims import (FusedNode, default_path_reason, fused_node, integer_exponent, op_name,
-                     qparams, reduction_axes, unsupported_reason)
+from .claims import (FusedNode, NotClaimed, fused_node, integer_exponent, op_name, qparams,
+                     reduction_axes, unsupported_reason)
 from .context import Context, NodeInfo, Partition
 from .errors import KernelBuildError, KernelCompileError
+from .features import partition_features, plan_nodes
 from .options import FusionOptions
-from .simple_delegate import SimpleDelegate, SimpleDelegateKernel
-from .worth import UNKNOWN, Cut, Prediction, broadcast_run, predict
+from .policy import ClaimPolicy
+from .simple_delegate import SimpleDelegate, SimpleDelegateKernel, largest_first
+from .worth import Prediction
 
 log = logging.getLogger("fusion_delegate")
 
@@ -42,14 +43,11 @@ _CACHES: dict[str, KernelCache] = {}
 
 #: Partition tensors of this many bytes or more are advised into huge pages (x86-64's 2 MB),
 #: on the first invoke after each prepare: TFLite's arena is on 4 KiB pages (it never
-#: madvises), which cost memory-bound kernels 1.2-1.35x at 4M elements
+#: madvises), which slows memory-bound kernels on large tensors
 #: (docs/chain_performance.md, diagnosis 5).
 HUGE_PAGE = 2 << 20
 MADV_HUGEPAGE, MADV_COLLAPSE = 14, 25          # Linux; COLLAPSE (6.1+) makes them now
 _ENTRY = ctypes.CFUNCTYPE(ctypes.c_int32, ctypes.c_int64, ctypes.c_int64)
-#: Ops XNNPACK runs element by element, in place where it can: cutting its partition next to
-#: one costs the cost model's `split`, next to others (convolutions, matmuls) `split_heavy`.
-ELEMENTWISE = frozenset(OPS) | {"QUANTIZE", "DEQUANTIZE"}
 #: The int8/uint8 elementwise ops XNNPACK runs (read from LiteRT's execution plan once XNNPACK
 #: is applied: tests/test_worth.py); LiteRT runs the other quantized ones on its builtin
 #: kernels, on the interpreter's thread alone.
@@ -87,7 +85,7 @@ class NodeClaim:
     """What the delegate decided for one node of the execution plan."""
     index: int
     op: str
-    reason: str | None            # None: delegated
+    reason: NotClaimed | None     # None: delegated
     partition: int | None = None
 
 
@@ -113,6 +111,7 @@ class FusionDelegate(SimpleDelegate):
         super().__init__(max_delegated_partitions=self.options.max_delegated_partitions,
                          min_nodes_per_partition=self.options.min_nodes_per_partition)
         self.cache = kernel_cache(self.options.cache_dir)
+        self.policy = ClaimPolicy(self.options.min_speedup)
 
     @property
     def claims(self) -> dict[int, NodeClaim]:
@@ -131,42 +130,37 @@ class FusionDelegate(SimpleDelegate):
 
     def is_node_supported(self, context: Context, node: NodeInfo) -> bool:
         if node.index in self.options.excluded_nodes:
-            reason = "excluded by the exclude_nodes option"
+            reason = NotClaimed("excluded by the exclude_nodes option")
         else:
             reason = unsupported_reason(context, node)
-            if reason is None and self.options.min_speedup > 0:
-                reason = default_path_reason(context, node)
+            if reason is None:
+                reason = self.policy.node_reason(context, node)
         self.graph.claims[node.index] = NodeClaim(node.index, op_name(node), reason)
         return reason is None
 
     def select_partitions(self, context: Context, partitions: list[Partition]) -> list[Partition]:
         """TFLite's selection (largest first, limits) among the partitions whose kernel builds
-        and is predicted to pay."""
+        and is predicted to pay. Each is built once, numbered in the order that selection takes
+        them in: its kernel is prepared without building again where the partitions before it
+        are chosen too, and the shapes have not changed."""
         start = time.perf_counter()
-        unbuildable, predictions, claims = {}, self.graph.predictions, self.graph.claims
-        neighbours, sources = plan_nodes(context), {}
-        for number, partition in enumerate(partitions):
-            try:
-                nodes = [fused_node(context.node(n)) for n in sorted(partition.nodes)]
-                built = build(partition_ir(context, nodes, partition, number,
-                                           self.kernel_threads(context), self.options.precision),
-                              LAYOUT, cache=self.cache)
-            except NotBuildable as error:
-                unbuildable[partition.nodes] = f"kernel cannot be built: {error}"
+        graph, refused = self.graph, {}
+        plan = plan_nodes(context, XNNPACK_QUANTIZED)
+        for number, partition in enumerate(largest_first(partitions)):
+            candidate = self.build_candidate(context, partition, number)
+            if isinstance(candidate, NotClaimed):
+                refused[partition.nodes] = candidate
                 continue
-            except Exception as error:  # noqa: BLE001 - our bug: leave the partition to LiteRT
-                log.warning("partition %s: %s", partition.nodes, error, exc_info=True)
-                unbuildable[partition.nodes] = (f"kernel cannot be built: internal error "
-                                                f"{type(error).__name__}: {error}")
-                continue
-            sources[partition.nodes] = (built.name, built.source)
-            predictions[partition.nodes] = self.predict(
-                built, context.num_threads, cut_around(partition, neighbours),
-                builtin_input(partition, neighbours))
-        paying = [p for p in partitions if p.nodes in predictions
-                  and predictions[p.nodes].pays(self.options.min_speedup)]
-        chosen = super().select_partitions(context, paying)
-        compiled = compile_ahead(self.cache, [sources[p.nodes] for p in chosen])
+            graph.built[partition.nodes] = candidate
+            prediction = graph.predictions[partition.nodes] = self.policy.predict(
+                partition_features(candidate[1], partition, plan), context.num_threads)
+            reason = self.policy.partition_reason(prediction)
+            if reason is not None:
+                refused[partition.nodes] = reason
+        chosen = super().select_partitions(
+            context, [p for p in partitions if p.nodes not in refused])
+        compiled = compile_ahead(self.cache, [(graph.built[p.nodes][1].name,
+                                               graph.built[p.nodes][1].source) for p in chosen])
         seconds = time.perf_counter() - start
         if seconds > 1:
             log.info("%d partitions prepared in %.1f s: %d kernels compiled, %d from the cache",
@@ -175,32 +169,36 @@ class FusionDelegate(SimpleDelegate):
         for partition in partitions:
             if partition in chosen:
                 continue
-            if partition.nodes in unbuildable:
-                reason = unbuildable[partition.nodes]
-            elif partition not in paying:
-                prediction = predictions[partition.nodes]
-                reason = (f"not worth it (predicted {prediction.speedup:.2f}x LiteRT, "
-                          f"{prediction.saving_us:+.1f} us)")
-            elif len(partition.nodes) < minimum:
-                reason = f"partition too small ({len(partition.nodes)} < {minimum} nodes)"
-            else:
-                reason = "over max_delegated_partitions"
+            reason = refused.get(partition.nodes)
+            if reason is None and len(partition.nodes) < minimum:
+                reason = NotClaimed("partition too small ({} < {} nodes)",
+                                    len(partition.nodes), minimum)
+            elif reason is None:
+                reason = NotClaimed("over max_delegated_partitions")
             for node in partition.nodes:
-                claims[node].reason = reason
+                graph.claims[node].reason = reason
         for number, partition in enumerate(chosen):
             for node in partition.nodes:
-                claims[node].partition = number
+                graph.claims[node].partition = number
+        graph.built = {p.nodes: graph.built[p.nodes] for p in chosen}
         return chosen
 
-    def predict(self, built: Built, interpreter_threads: int, cut: Cut,
-                builtin_input: bool = False) -> Prediction:
-        """The measured cost model's verdict on fusing a partition at its current shapes. Its
-        costs are those measured at the interpreter's thread count (what XNNPACK runs on), not
-        the kernel's: XNNPACK on 2 threads is up to twice faster than on 1."""
-        if self.options.min_speedup <= 0:
-            return UNKNOWN
-        return predict(cost_keys(built.ir), nest_traffic(built.ir, built.schedule),
-                       interpreter_threads, cut, builtin_input)
+    def build_candidate(self, context: Context, partition: Partition,
+                        number: int) -> tuple[KernelIR, Built] | NotClaimed:
+        """The partition's IR (as partition_ir makes it) and its kernel at the current shapes, or
+        why it cannot be built. An error of ours leaves the partition to LiteRT with its
+        reason, and never fails the model."""
+        try:
+            nodes = [fused_node(context.node(n)) for n in sorted(partition.nodes)]
+            ir = partition_ir(context, nodes, partition, number, self.kernel_threads(context),
+                              self.options.precision)
+            return ir, build(ir, LAYOUT, cache=self.cache)
+        except NotBuildable as error:
+            return NotClaimed("kernel cannot be built: {}", error)
+        except Exception as error:  # noqa: BLE001 - our bug: leave the partition to LiteRT
+            log.warning("partition %s: %s", partition.nodes, error, exc_info=True)
+            return NotClaimed("kernel cannot be built: internal error {}: {}",
+                              type(error).__name__, error)
 
     def kernel_threads(self, context: Context) -> int:
         """The `num_threads` option, else the interpreter's, within what numba can run."""
@@ -214,102 +212,6 @@ class FusionDelegate(SimpleDelegate):
         delegated = sum(1 for c in self.claims.values() if c.reason is None)
         return (f"{delegated} of {len(self.last_plan)} nodes delegated in "
                 f"{len(self.last_partitions)} partitions")
-
-
-@dataclass(frozen=True)
-class PlanNode:
-    """A node of the execution plan as cut_around sees it."""
-    inputs: set[int]           # its tensors computed at run time
-    outputs: set[int]
-    elementwise: bool
-    position: int              # in the plan
-    builtin: bool = False      # run by LiteRT's builtin kernel, on one thread, not by XNNPACK
-
-
-def plan_nodes(context: Context) -> dict[int, PlanNode]:
-    """Each node of the plan that reads a tensor computed at run time (a DEQUANTIZE of float16
-    weights does not: XNNPACK folds it into the weights once)."""
-    nodes = {}
-    for position, index in enumerate(context.execution_plan()):
-        node = context.node(index)
-        inputs = {t for t in node.inputs if t >= 0 and not context.tensor(t).is_constant}
-        if inputs:
-            name = op_name(node)
-            builtin = (name in ELEMENTWISE and name not in XNNPACK_QUANTIZED and any(
-                qparams(context.tensor(t)) is not None for t in node.outputs))
-            nodes[index] = PlanNode(inputs, set(node.outputs), name in ELEMENTWISE, position,
-                                    builtin)
-    return nodes
-
-
-def cut_around(partition: Partition, nodes: dict[int, PlanNode]) -> Cut:
-    """What is beside the partition (`nodes`: plan_nodes): the nodes outside it that make one
-    of its inputs or read one of its outputs. An elementwise one runs right before or after
-    the partition (Cut.ELEMENTWISE), or apart from it (Cut.APART: a squeeze-excite's gate MUL
-    reads the swish its partition computes, but after the excite's convolutions)."""
-    positions = [nodes[n].position for n in partition.nodes if n in nodes]
-    ends = (min(positions, default=-2) - 1, max(positions, default=-2) + 1)
-    inputs, outputs = set(partition.inputs), set(partition.outputs)
-    beside = [node for index, node in nodes.items() if index not in partition.nodes
-              and (node.outputs & inputs or node.inputs & outputs)]
-    if not beside:
-        return Cut.NONE
-    if any(node.elementwise and node.position in ends for node in beside):
-        return Cut.ELEMENTWISE
-    return Cut.APART if any(node.elementwise for node in beside) else Cut.HEAVY
-
-
-def builtin_input(partition: Partition, nodes: dict[int, PlanNode]) -> bool:
-    """Whether a builtin kernel (one thread) makes one of the partition's inputs: an int8
-    squeeze-excite gate's after a HARD_SWISH, which XNNPACK does not run."""
-    inputs = set(partition.inputs)
-    return any(node.builtin and node.outputs & inputs
-               for index, node in nodes.items() if index not in partition.nodes)
-
-
-def cost_keys(ir: KernelIR) -> list[tuple[str, int, int, int]]:
-    """(cost model key, output elements, broadcast run, whole inputs) of each node the
-    partition replaces: the op, for a quantized one `OP/int8` (its costs are measured apart:
-    LiteRT often runs it on the builtin kernels, and a chain of them is one table lookup
-    fused), and for one precision="fast" approximates `OP/fast` (same LiteRT cost, cheaper
-    fused). A reduction or a composite row op (SOFTMAX, lowered to several ops: counted once)
-    by its input's elements. The run (worth.broadcast_run) is what XNNPACK's kernel covers per
-    call: all the elements but for a binary op with a broadcast operand. Whole inputs: its
-    operands of its output's size, which LiteRT's kernel reads from memory (a residual ADD's
-    two, swish's MUL's x and LOGISTIC(x), made inside a SWISH op)."""
-    keys, seen = [], set()
-    for op in ir.ops:
-        values = [ir.value(t) for t in (*op.inputs, op.output)]
-        quantized = [v.dtype for v in values if v.quantized]
-        whole = sum(math.prod(v.shape) == math.prod(values[-1].shape) for v in values[:-1])
-        for node, name in op.sources:
-            if (node, name) in seen:
-                continue
-            seen.add((node, name))
-            elements = math.prod(values[0 if name in REDUCTIONS or name in COMPOSITES
-                                        else -1].shape)
-            inputs = 1
-            if name in OPS and OPS[name].arity == 2 and node == op.node:
-                # the root of a chain op (SWISH) reads x and a value made inside, of x's size
-                inputs = whole + (len(op.inputs) == 1 == whole)
-            if quantized:
-                name = f"{name}/{quantized[0]}"
-            elif ir.precision == "fast" and name in OPS and OPS[name].approximated:
-                name = f"{name}/fast"
-            run = (broadcast_run(values[-1].shape, [v.shape for v in values[:-1]])
-                   if len(op.inputs) == 2 else elements)
-            keys.append((name, elements, run, inputs))
-    return keys
-
-
-def nest_traffic(ir: KernelIR, schedule: Schedule | None = None) -> list[tuple[int, int]]:
-    """(elements, extra streams) of each loop nest of the partition's schedule: the tensors of
-    its size it reads beyond one and writes beyond one. The fused cost line was measured on a
-    one-op partition, which reads one and writes one; a residual ADD's nest reads two."""
-    def beyond_one(tensors: tuple[int, ...], elements: int) -> int:
-        return max(0, sum(math.prod(ir.value(t).shape) == elements for t in tensors) - 1)
-    return [(nest.elements, beyond_one(nest.reads, nest.elements)
-             + beyond_one(nest.writes, nest.elements)) for nest in (schedule or plan(ir)).nests]
 
 
 def partition_ir(context: Context, nodes: list[FusedNode], partition: Partition, number: int,
@@ -379,13 +281,15 @@ class FusionKernel(SimpleDelegateKernel):
         nodes = ",".join(map(str, self.partition.nodes))
         hint = (f"partition {self.number} (nodes {nodes}): {{}}; to run the model without it, "
                 f"pass exclude_nodes=\"{nodes}\" to FusionDelegate")
+        ir = partition_ir(context, self.nodes, self.partition, self.number,
+                          self.delegate.kernel_threads(context), self.delegate.options.precision)
+        kept = self.graph.built.get(self.partition.nodes)
         try:
-            built = build(partition_ir(context, self.nodes, self.partition, self.number,
-                                       self.delegate.kernel_threads(context),
-                                       self.delegate.options.precision), LAYOUT,
-                          cache=self.delegate.cache)
+            built = (kept[1] if kept is not None and kept[0] == ir
+                     else build(ir, LAYOUT, cache=self.delegate.cache))
         except NotBuildable as error:
             raise KernelBuildError(hint.format(error)) from error
+        self.graph.built[self.partition.nodes] = ir, built
         ir, source = built.ir, built.source
         for t in ir.outputs:
             if context.tensor(t).shape != ir.value(t).shape:

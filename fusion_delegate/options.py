@@ -27,7 +27,7 @@ class FusionOptions:
     #: Claim a partition only if the measured cost model (worth.py) predicts at least this
     #: speedup over LiteRT at one thread, a margin for the model's error that grows with the
     #: interpreter's threads (1.1: 1.2 at two, and 1.8 between XNNPACK's threaded ops:
-    #: worth.Prediction.pays). 0: claim all.
+    #: policy.ClaimPolicy.pays). 0: claim all.
     min_speedup: float = 1.1
     #: Threads for large partitions; 0: the interpreter's num_threads. One by default: between
     #: ops XNNPACK runs, its pool's threads spin for a while after each op, and a parallel

@@ -56,13 +56,19 @@ class SimpleDelegateKernel:
 @dataclass
 class Graph:
     """What one delegate Prepare saw and chose for one subgraph: its execution plan, the
-    partitions chosen, and what a subclass keeps about them (claims by node, kernels and
-    predictions by partition)."""
+    partitions chosen, and what a subclass keeps about them (claims by node, kernels,
+    predictions and built kernels by partition)."""
     plan: tuple[int, ...] = ()
     partitions: list[Partition] = field(default_factory=list)
     claims: dict = field(default_factory=dict)
     kernels: dict = field(default_factory=dict)
     predictions: dict = field(default_factory=dict)
+    built: dict = field(default_factory=dict)
+
+
+def largest_first(partitions: list[Partition]) -> list[Partition]:
+    """The order TFLite's selection takes partitions in: by size, ties as they came."""
+    return sorted(partitions, key=lambda p: len(p.nodes), reverse=True)
 
 
 class SimpleDelegate:
@@ -110,7 +116,7 @@ class SimpleDelegate:
     def select_partitions(self, context: Context, partitions: list[Partition]) -> list[Partition]:
         """Largest first, at most `max_delegated_partitions`, stop below the minimum size
         (GetFirstNLargestPartitions in tflite/delegates/utils.cc)."""
-        ordered = sorted(partitions, key=lambda p: len(p.nodes), reverse=True)
+        ordered = largest_first(partitions)
         limit = self.max_delegated_partitions if self.max_delegated_partitions > 0 else len(ordered)
         chosen = []
         for partition in ordered[:limit]:

@@ -1,13 +1,11 @@
 """Whether fusing a partition pays, predicted from costs measured on this machine.
 
-The delegate leaves a partition to LiteRT unless its fused kernel is predicted to be at least
-`min_speedup` times faster than LiteRT's default path (XNNPACK) running the same ops one by one.
-perf/calibrate.py times chains of every op both ways and fits the costs below, committed as
-cost_model.json with the machine, versions and date (rerun it to refit). Every cost is linear
-in elements, c0 + c1 * n, with c1 constant between the model's `breaks` (about where tensors
-leave L1, L2 and L3: an element costs several times more past them; those at 16K and 256K
-elements also bracket many of the corpus's tensors, ViT's attention and EfficientNet's
-activations).
+perf/calibrate.py times chains of every op under LiteRT's default path (XNNPACK) and fused,
+and fits the costs below, committed as cost_model.json with the machine, versions and date
+(rerun it to refit; perf/README.md, "The cost model behind `min_speedup`", has what was
+measured and why the model has each term). Every cost is linear in elements, c0 + c1 * n, with
+c1 constant between the model's `breaks` (about where tensors leave L1, L2 and L3: an element
+costs several times more past them).
 
 - LiteRT runs op after op: each op costs its own line in its output's elements, and the first
   op pays `litert_first` on top (reading the partition's input from memory; later ops find
@@ -15,47 +13,31 @@ activations).
 - The fused kernel is a schedule of loop nests (codegen.schedule), each over its own domain:
   its fixed cost plus the larger of its memory time (each nest costs what `fused`, a one-op
   partition, costs beyond its fixed cost: one input and one output) and every op's compute.
-  Loads and stores overlap the compute, so whichever is slower sets the time. An op computes
-  once per element of its output: ops on smaller shapes get their own, smaller nests.
+  Loads and stores overlap the compute, so whichever is slower sets the time.
 - Every other whole tensor read or written costs half of `fused`'s memory time (`stream_us`):
-  the calibration's binary ops read one tensor and a per-channel constant, a residual ADD or
-  swish's MUL reads two. Measured on a MUL of two [1, 28, 28, 240] tensors against one and a
-  constant: +7.0 us for XNNPACK, +7.2 us fused (13.6 and 13.7 us), and so at 56K-451K
-  elements. Not for int8 ops on LiteRT's side: its int8 ADD of two tensors costs less than
-  the calibration's per-channel one (3.0 against 4.5 us at [1, 28, 28, 40]).
+  the calibration's binary ops read one tensor and a per-channel constant, a residual ADD
+  reads two. Not for int8 ops on LiteRT's side, whose two-tensor ADD costs no more than the
+  calibration's per-channel one.
 - A binary op whose broadcast operand repeats every `run` elements (a per-channel constant:
-  run = C) costs LiteRT more where runs are short: XNNPACK calls its kernel once per run (at
-  C = 8 an ADD took 9x its time at C = 256 here). `broadcast` has that factor, measured on ADD
-  at a few run lengths.
-- On top comes `split`, what cutting XNNPACK's partition in two costs: in a real model
-  elementwise ops sit between ops XNNPACK runs (convolutions, matmuls). It grows with the
-  tensors at the cut and with threads (XNNPACK's thread pool hands over twice more), so it is
-  a line in elements like the others, measured on a chain whose middle is claimed, per thread
-  count, twice: `split` between elementwise ops, which XNNPACK runs in place on data still in
-  cache (a cut takes that away), and `split_heavy` between convolutions, which read and write
-  buffers of their own anyway; there a cut cost a third to a half as much (DEPTHWISE_CONV_2D
-  and BATCH_MATMUL neighbours, 16K-1M elements). A partition with an elementwise op XNNPACK
-  runs right before or after it pays `split`; one whose elementwise neighbours run apart from
-  it pays `split` while the cut's tensors stay in L2 until then and `split_heavy` beyond;
-  others `split_heavy`; one that no op outside reads from or writes to (the whole model) cuts
-  nothing and pays neither (`Cut`). The line is scaled by the share of the partition that is
-  memory traffic (CostModel.predict): a cut takes away what fusing saves in passes over
-  memory, not what it saves in arithmetic.
-- With more than one thread, where a builtin kernel (one thread: an int8 HARD_SWISH, which
-  XNNPACK does not run) makes the partition's input, XNNPACK's ops on it cost what they cost
-  on one thread: its threads find half the input in another core's cache, and are woken after
-  the builtin op's run (perf/after_builtin.py: an int8 MUL of 115K elements, 2 threads, 13 us
-  after an XNNPACK ADD, 26-32 us after a builtin HARD_SWISH, 21-22 us on one thread). Our
-  kernel runs on the core that made the input, so of the cut only its output side remains:
-  half of `split`.
-- A partition must also be predicted to save MIN_SAVING_US, and at more than one thread one
-  between ops XNNPACK's threads run to be THREADED_MIN_SPEEDUP faster.
+  run = C) costs LiteRT more where runs are short, as XNNPACK calls its kernel once per run:
+  `broadcast` has that factor, measured on ADD at a few run lengths.
+- On top comes what cutting XNNPACK's partition in two costs (features.Cut): in a real model
+  elementwise ops sit between ops XNNPACK runs. It grows with the tensors at the cut and with
+  threads, so it is a line in elements like the others: `split` next to elementwise ops, which
+  XNNPACK runs in place on data still in cache (a cut takes that away), `split_heavy` next to
+  convolutions and matmuls, which read and write buffers of their own anyway. The line is
+  scaled by the share of the partition that is memory traffic: a cut takes away what fusing
+  saves in passes over memory, not what it saves in arithmetic.
+- With more than one thread, where a builtin kernel (one thread) makes the partition's input,
+  XNNPACK's ops on it cost what they cost on one thread: its threads find the input in another
+  core's cache (perf/after_builtin.py). Our kernel runs on the core that made the input, so of
+  the cut only its output side remains: half of it.
 
 The Python call into the interpreter, the same for both, is left out. An op the model lacks
 takes the costs of the measured op of its cost class (codegen.ops.TRANSCENDENTAL or not) whose
 fused compute is slowest. A missing or corrupt cost model is logged once and predicts nothing:
 `speedup` is then inf, so the delegate claims as it does with min_speedup=0, and never fails
-for a bad data file.
+for a bad data file. policy.py decides from the prediction.
 """
 from __future__ import annotations
 
@@ -64,19 +46,18 @@ import json
 import logging
 import math
 from dataclasses import dataclass
-from enum import Enum
 from pathlib import Path
-from typing import Sequence
 
 from codegen import quant
 from codegen.ops import OPS, TRANSCENDENTAL
 
 from .errors import FusionDelegateError
+from .features import Cut, PartitionFeatures
 
 log = logging.getLogger("fusion_delegate")
 
 DEFAULT_PATH = Path(__file__).with_name("cost_model.json")
-#: int8 ops have costs of their own, `OP/int8` (fusion.cost_keys): LiteRT runs many of them on
+#: int8 ops have costs of their own, `OP/int8` (features.cost_keys): LiteRT runs many of them on
 #: its builtin kernels, and a fused chain of unary ones is one table lookup.
 QUANTIZED_OPS = tuple(f"{name}/int8" for name, dtypes in quant.SUPPORTED_DTYPES.items()
                       if "int8" in dtypes and name not in ("QUANTIZE", "DEQUANTIZE"))
@@ -93,21 +74,6 @@ PROXIES = {"MEAN": ("ADD",), "SUM": ("ADD",), "REDUCE_MAX": ("MAXIMUM",),
 #: ... and the int8 reductions and row ops (codegen.quant.REDUCTION_DTYPES), their int8 ops'.
 PROXIES.update({f"{name}/int8": tuple(f"{op}/int8" for op in PROXIES[name])
                 for name in quant.REDUCTION_DTYPES})
-
-
-#: A partition predicted to save less than this is left to LiteRT whatever its speedup: a few
-#: hundred nanoseconds is what an extra kernel call varies by (at 2 threads, a partition of
-#: 1-4K elements that a cut of XNNPACK's graph leaves to wake the other thread lost 0.1-0.4 us
-#: where it was predicted to save 0.1-0.3), and less than a model's run-to-run noise.
-MIN_SAVING_US = 0.5
-#: At more than one thread, a partition cut out of XNNPACK's work whose inputs XNNPACK's
-#: threads make must be predicted at least this much faster, whatever min_speedup's margin.
-#: Fitted to the corpus at 2 threads: partitions predicted 1.3-1.7x lost (ViT's MUL+SOFTMAX,
-#: 0.3-0.6 us in every run; MobileNetV3-Small float's gate and face_landmark's ADD+PRELU,
-#: 1-2% of the whole model), those from 2x on gained or tied; 2.2 would also drop ConvNeXt's
-#: ADD+MEAN+MEAN (2.09x, saving 0.5 us). Not for an input a builtin kernel makes (an int8
-#: gate after a HARD_SWISH: 1.4x predicted, 1-5 us saved).
-THREADED_MIN_SPEEDUP = 1.8
 
 
 class CostModelError(FusionDelegateError, ValueError):
@@ -132,19 +98,6 @@ class Prediction:
     @property
     def saving_us(self) -> float:
         return self.litert_us - self.fused_us
-
-    def pays(self, min_speedup: float) -> bool:
-        """Predicted faster by min_speedup's margin over 1 times the threads, and MIN_SAVING_US
-        sooner (unknown: it pays). The margin grows with the threads because the predictions
-        miss more there: XNNPACK runs its ops on its pool, our kernel beside it on one thread
-        (perf/MODELS.md: 92-93% of decisions right at 1 thread, 86-91% at 2; partitions
-        predicted 1.1-1.2x gained at 1 thread, and lost up to a fifth of a model at 2). With
-        more threads, one cut out of XNNPACK's threaded work needs THREADED_MIN_SPEEDUP."""
-        required = 1.0 + (min_speedup - 1.0) * max(self.threads, 1)
-        if self.threads > 1 and self.cut_us > 0 and not self.builtin_input:
-            required = max(required, THREADED_MIN_SPEEDUP)
-        return self.speedup >= required and (
-            not math.isfinite(self.speedup) or self.saving_us >= MIN_SAVING_US)
 
 
 UNKNOWN = Prediction(math.nan, math.nan)
@@ -195,46 +148,8 @@ class Costs:
     ops: dict[str, OpCost]
 
 
-def broadcast_run(output: Sequence[int], inputs: Sequence[Sequence[int]]) -> int:
-    """Elements a binary op runs over in one call of XNNPACK's kernel: the innermost dims over
-    which each input is either whole or broadcast throughout. A scalar operand broadcasts along
-    every dim: one call (run = all the elements); a per-channel [C] one: a call per C."""
-    rank = len(output)
-    padded = [(1,) * (rank - len(shape)) + tuple(shape) for shape in inputs]
-    run, pattern = 1, None
-    for d in reversed(range(rank)):
-        if output[d] == 1:
-            continue
-        here = tuple(shape[d] == output[d] for shape in padded)
-        if pattern is not None and here != pattern:
-            break
-        pattern, run = here, run * output[d]
-    return run
-
-
 #: Elements of a cut that stay in L2 (1 MiB of float32) until an op that runs later reads them.
 CACHED_ELEMENTS = 1 << 18
-
-
-class Cut(Enum):
-    """What fusing a partition cuts out of XNNPACK's partition, by what is beside it: the
-    Costs line that prices the cut, if any."""
-    NONE = None                     # no op outside reads or makes the partition's tensors
-    ELEMENTWISE = "split"           # an elementwise op XNNPACK runs in place on cached data
-    HEAVY = "split_heavy"           # only ops with buffers of their own: convolutions, matmuls
-    APART = "apart"                 # elementwise ops, but not right before or after it
-
-    def us(self, costs: Costs, elements: int, breaks: tuple[int, ...]) -> float:
-        """An elementwise op apart from the partition finds its data in cache only if the
-        cut's tensors stay in L2 meanwhile: beyond, the cut costs what a heavy one does (a
-        squeeze-excite's swish, its gate MUL after the excite's convolutions; EfficientNet-B0
-        float32 1.00x -> 1.03x, perf/MODELS.md)."""
-        if self is Cut.NONE:
-            return 0.0
-        line = self.value
-        if self is Cut.APART:
-            line = "split" if elements <= CACHED_ELEMENTS else "split_heavy"
-        return getattr(costs, line).us(elements, breaks)
 
 
 @dataclass(frozen=True)
@@ -266,42 +181,51 @@ class CostModel:
         same = [n for n in elementwise if (n in TRANSCENDENTAL) == expensive] or list(costs.ops)
         return costs.ops[max(same, key=lambda n: costs.ops[n].fused_ns)]
 
-    def predict(self, ops: Sequence[tuple], nests: Sequence[int | tuple[int, int]],
-                threads: int = 1, cut: Cut = Cut.ELEMENTWISE,
-                builtin_input: bool = False) -> Prediction:
+    def predict(self, partition: PartitionFeatures, threads: int = 1) -> Prediction:
         """The cut is priced at the share of the partition that is traffic: the fused
-        kernel's memory time over LiteRT's time for the ops (at 64K elements a third for two
-        ADDs, a quarter for a swish). A cut beside XNNPACK's ops takes away what fusing saves
-        in passes over memory (those ops find their data in cache), not what it saves in
-        arithmetic: timed in their neighbourhoods (perf/models.py), the corpus's
-        squeeze-excite, PRELU and int8 gate partitions saved 2-20 us each where the whole cut
-        priced them as losing (perf/README.md)."""
+        kernel's memory time over LiteRT's time for the ops. A cut beside XNNPACK's ops takes
+        away what fusing saves in passes over memory (those ops find their data in cache), not
+        what it saves in arithmetic: priced whole, partitions that gained in their
+        neighbourhoods were predicted to lose (perf/README.md)."""
         costs = self.costs(threads)
-        one_thread_input = builtin_input and threads > 1
+        one_thread_input = partition.builtin_input and threads > 1
         litert_costs = self.costs(1) if one_thread_input else costs
-        # (name, elements, run, whole inputs) and (elements, extra streams), with the defaults
-        ops = [(name, n, *more, *(n, 1)[len(more):]) for name, n, *more in ops]
-        nests = [(nest, 0) if isinstance(nest, int) else nest for nest in nests]
-        sizes = [n for n, _ in nests]
-        per_op = [(proxy, n, self.broadcast_factor(litert_costs, name, n, run))
-                  for name, n, run, _ in ops
-                  for proxy in ((name,) if name in costs.ops else PROXIES.get(name, (name,)))]
+        sizes = [nest.elements for nest in partition.nests]
+        per_op = [(proxy, key.elements,
+                   self.broadcast_factor(litert_costs, key.name, key.elements, key.run))
+                  for key in partition.ops
+                  for proxy in ((key.name,) if key.name in costs.ops
+                                else PROXIES.get(key.name, (key.name,)))]
         ops_us = sum(self.op_cost(litert_costs, proxy).litert.us(elements, self.breaks) * factor
                      for proxy, elements, factor in per_op)
-        ops_us += sum(self.stream_us(litert_costs, n) * (inputs - 1) for name, n, _, inputs in ops
-                      if inputs > 1 and name.partition("/")[2] in ("", "fast"))
+        ops_us += sum(self.stream_us(litert_costs, key.elements) * (key.inputs - 1)
+                      for key in partition.ops
+                      if key.inputs > 1 and key.name.partition("/")[2] in ("", "fast"))
         litert = litert_costs.litert_first.us(max(sizes, default=0), self.breaks) + ops_us
         c0 = costs.fused.c0_us
-        memory_us = sum(costs.fused.us(n, self.breaks) - c0 + self.stream_us(costs, n) * extra
-                        for n, extra in nests)
+        memory_us = sum(costs.fused.us(nest.elements, self.breaks) - c0
+                        + self.stream_us(costs, nest.elements) * nest.extra_streams
+                        for nest in partition.nests)
         compute_us = sum(self.op_cost(costs, proxy).fused_ns * elements
                          for proxy, elements, _ in per_op) / 1e3
         memory_bound = min(1.0, memory_us / ops_us) if ops_us > 0 else 1.0
-        split = cut.us(costs, max(sizes, default=0), self.breaks) * memory_bound
+        split = self.cut_us(partition.cut, costs, max(sizes, default=0)) * memory_bound
         if one_thread_input:
             split /= 2
         return Prediction(litert, c0 + max(memory_us, compute_us) + split, split, threads,
-                          builtin_input)
+                          partition.builtin_input)
+
+    def cut_us(self, cut: Cut, costs: Costs, elements: int) -> float:
+        """The whole cut of a partition of `elements`. An elementwise op apart from the
+        partition finds its data in cache only if the cut's tensors stay in L2 meanwhile:
+        beyond, the cut costs what a heavy one does (a squeeze-excite's swish, its gate MUL
+        after the excite's convolutions)."""
+        if cut is Cut.NONE:
+            return 0.0
+        line = cut.value
+        if cut is Cut.APART:
+            line = "split" if elements <= CACHED_ELEMENTS else "split_heavy"
+        return getattr(costs, line).us(elements, self.breaks)
 
     def stream_us(self, costs: Costs, elements: int) -> float:
         """Reading one more tensor of `elements`: half the one-op partition's memory time (it
@@ -309,7 +233,7 @@ class CostModel:
         return (costs.fused.us(elements, self.breaks) - costs.fused.c0_us) / 2
 
     @staticmethod
-    def broadcast_factor(costs: Costs, name: str, elements: int, run: int | None = None) -> float:
+    def broadcast_factor(costs: Costs, name: str, elements: int, run: int | None) -> float:
         """A float binary op's LiteRT cost factor for broadcasting every `run` elements (int8
         ops have their own costs, often the builtin kernels')."""
         if run is None or run >= elements or name not in OPS or OPS[name].arity != 2:
@@ -338,21 +262,13 @@ def _usable(path: str | Path | None) -> CostModel | None:
         return None
 
 
-def predict(ops: Sequence[tuple], nests: Sequence[int | tuple[int, int]], threads: int = 1,
-            cut: Cut = Cut.ELEMENTWISE, builtin_input: bool = False,
+def predict(partition: PartitionFeatures, threads: int = 1,
             path: str | Path | None = None) -> Prediction:
-    """LiteRT's and the fused kernel's predicted time for a partition.
-
-    ops: (OPS name, elements of that op's output[, its broadcast_run[, its operands of that
-    size]]), in partition order (fusion.cost_keys); nests: elements of each loop nest of the
-    kernel (codegen.schedule)[, with the tensors of that size it reads and writes beyond one
-    each] (fusion.nest_traffic); threads: the
-    interpreter's; cut: what is beside the partition (fusion.cut_around); builtin_input: a
-    builtin kernel makes one of its inputs (fusion.builtin_input). Never raises for a bad cost
-    model: it predicts UNKNOWN (speedup inf) and logs why, once.
-    """
+    """LiteRT's and the fused kernel's predicted time for a partition (features.py) at the
+    interpreter's thread count. Never raises for a bad cost model: it predicts UNKNOWN
+    (speedup inf) and logs why, once."""
     model = _usable(path)
-    return UNKNOWN if model is None else model.predict(ops, nests, threads, cut, builtin_input)
+    return UNKNOWN if model is None else model.predict(partition, threads)
 
 
 class _Parser:

@@ -27,7 +27,7 @@ fusion_delegate/worth.py has the model they are fitted to:
   fixed cost per partition (a one-NEG model at SIZES[0], less its op) is taken off LiteRT's.
 - `broadcast`: LiteRT's ADD at FUSED_SIZE with its per-channel operand [C] for C in
   BROADCAST_RUNS, over the same at CHANNELS: how much more XNNPACK's kernel costs called once
-  per short row (worth.broadcast_run).
+  per short row (features.broadcast_run).
 - `split`, at each size: a chain of SANDWICH ADDs whose two middle ones are claimed, less the
   same chain all in XNNPACK, less what those two ADDs gain fused (timed alone both ways):
   what cutting an XNNPACK partition costs beyond the ops themselves. `split_heavy`: the same
@@ -70,10 +70,12 @@ from ai_edge_litert.interpreter import Interpreter  # noqa: E402
 
 from codegen.ops import OPS  # noqa: E402
 from fusion_delegate import FusionDelegate  # noqa: E402
+from fusion_delegate.features import (  # noqa: E402
+    CostKey, NestTraffic, PartitionFeatures, broadcast_run)
 from fusion_delegate.fusion import XNNPACK_QUANTIZED  # noqa: E402
 from fusion_delegate.model import ModelBuilder, Quantization, read_model  # noqa: E402
 from fusion_delegate.worth import (  # noqa: E402
-    APPROXIMATED_OPS, DEFAULT_PATH, FORMAT, QUANTIZED_OPS, CostModel, broadcast_run)
+    APPROXIMATED_OPS, DEFAULT_PATH, FORMAT, QUANTIZED_OPS, CostModel)
 from perf.suite import cpu_info, size_name, versions  # noqa: E402
 from perf.timing import MIN_ROUNDS, batch_size, no_gc, per_call  # noqa: E402
 from perf.workloads import CHANNEL_WORKLOADS, NORM_WORKLOADS, WORKLOADS  # noqa: E402
@@ -382,10 +384,10 @@ def fit(t: dict[Key, float], ops: list[str]) -> dict:
 
 # ------------------------------------------------------------------------------------ check
 
-def partition_ops(model: bytes) -> list[tuple[str, int, int, int]]:
-    """(op, output elements, broadcast run, whole inputs) of every node, as the delegate would
-    pass them to predict(): `OP/int8` where a tensor of the node is int8 or uint8, `OP/fast`
-    where the default precision approximates the op (fusion.cost_keys)."""
+def partition_ops(model: bytes) -> list[CostKey]:
+    """Every node's cost key as the delegate would give it to predict(): `OP/int8` where a
+    tensor of the node is int8 or uint8, `OP/fast` where the default precision approximates
+    the op (features.cost_keys)."""
     sg = read_model(model).subgraphs[0]
     ops = []
     for op in sg.operators:
@@ -399,20 +401,21 @@ def partition_ops(model: bytes) -> list[tuple[str, int, int, int]]:
         output = sg.tensors[op.outputs[0]].shape
         inputs = [sg.tensors[t].shape for t in op.inputs if t >= 0]
         binary = len(inputs) == 2
-        ops.append((name, math.prod(output),
-                    broadcast_run(output, inputs) if binary else math.prod(output),
-                    sum(math.prod(i) == math.prod(output) for i in inputs) if binary else 1))
+        ops.append(CostKey(name, math.prod(output),
+                           broadcast_run(output, inputs) if binary else math.prod(output),
+                           sum(math.prod(i) == math.prod(output) for i in inputs)
+                           if binary else 1))
     return ops
 
 
-def partition_nest(model: bytes, n: int) -> tuple[int, int]:
-    """The workload as one nest of n elements: (n, its whole inputs and outputs beyond one
-    each), as fusion.nest_traffic counts them."""
+def partition_nest(model: bytes, n: int) -> NestTraffic:
+    """The workload as one nest of n elements, its whole inputs and outputs beyond one each as
+    features.nest_traffic counts them."""
     sg = read_model(model).subgraphs[0]
 
     def whole(tensors: list[int]) -> int:
         return sum(math.prod(sg.tensors[t].shape) == n for t in tensors)
-    return n, max(0, whole(sg.inputs) - 1) + max(0, whole(sg.outputs) - 1)
+    return NestTraffic(n, max(0, whole(sg.inputs) - 1) + max(0, whole(sg.outputs) - 1))
 
 
 def check(model: CostModel, costs: dict, threads: int, cache_dir: str) -> list[dict]:
@@ -430,8 +433,8 @@ def check(model: CostModel, costs: dict, threads: int, cache_dir: str) -> list[d
             t = {m: statistics.median(s) * 1e6
                  for m, s in timed_rounds(methods, 10 * ROUNDS, CHECK_SECONDS).items()}
             litert, fused = t["litert"] - invoke, t["fused"] - invoke + split
-            predicted = model.predict(partition_ops(case.model),
-                                      [partition_nest(case.model, n)], threads)
+            predicted = model.predict(PartitionFeatures(
+                tuple(partition_ops(case.model)), (partition_nest(case.model, n),)), threads)
             rows.append({
                 "workload": name, "elements": n, "threads": threads, "ops": case.ops,
                 "measured": {"litert_us": litert, "fused_us": fused, "speedup": litert / fused,

@@ -34,7 +34,7 @@ from ai_edge_litert.interpreter import Interpreter, OpResolverType  # noqa: E402
 from fusion_delegate import FusionDelegate  # noqa: E402
 from fusion_delegate.model import Subgraph, boundary, extract, read_model, write_model  # noqa: E402
 from fusion_delegate.options import FusionOptions  # noqa: E402
-from fusion_delegate.worth import MIN_SAVING_US, THREADED_MIN_SPEEDUP  # noqa: E402
+from fusion_delegate.policy import MIN_SAVING_US, THREADED_MIN_SPEEDUP, ClaimPolicy  # noqa: E402
 from fusion_delegate.tools.runner import random_inputs, set_inputs  # noqa: E402
 from perf.suite import cpu_info, fixed_width, markdown, versions  # noqa: E402
 from perf.timing import MIN_ROUNDS, Samples, interleaved  # noqa: E402
@@ -136,7 +136,7 @@ class PartitionResult:
     ops: tuple[str, ...]
     predicted: float | None         # litert_us / fused_us from the cost model; None: unknown
     predicted_saving_us: float | None
-    claimed: bool | None            # by the default options (Prediction.pays); None: unknown
+    claimed: bool | None            # by the default options (ClaimPolicy.pays); None: unknown
     times: dict[str, Samples] = field(default_factory=dict)  # NONE, TWIN, "only" this partition
     note: str = ""
     context: int = 0                # nodes of its neighbourhood, where it is timed
@@ -217,7 +217,7 @@ def time_partitions(model: dict, data: bytes, threads: int,
             tuple(everything.claims[n].op for n in partition.nodes),
             prediction.speedup if known else None,
             prediction.saving_us if known else None,
-            prediction.pays(MIN_SPEEDUP) if known else None)
+            ClaimPolicy(MIN_SPEEDUP).pays(prediction) if known else None)
         results.append(result)
         try:
             time_in_neighbourhood(result, graph, values, threads, config)
@@ -362,7 +362,7 @@ nodes in all), run by LiteRT default alone and with the delegate claiming only t
 model's litert_us / fused_us for it (`delegate.predictions` of the default options; n/a where
 the cost model is unavailable); `claimed_by_default`: predicted >= 1 + ({MIN_SPEEDUP:g} - 1) x
 threads (at more than one thread, between ops XNNPACK's threads run, >= {THREADED_MIN_SPEEDUP:g})
-and `pred_save_us` >= {MIN_SAVING_US:g} (`Prediction.pays`);
+and `pred_save_us` >= {MIN_SAVING_US:g} (`ClaimPolicy.pays`);
 `pred_save_us`: litert_us - fused_us; `meas_save_us`: the neighbourhood's median time without
 the delegate (the mean of two identical interpreters timed in the same rounds) minus with the
 partition claimed; `noise_us`: the largest of half the interquartile range of the no-delegate

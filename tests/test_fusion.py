@@ -15,6 +15,7 @@ from fusion_delegate.demo import build_demo_model
 import fusion_delegate.fusion
 from fusion_delegate.fusion import advise_huge_pages
 from fusion_delegate.model import ModelBuilder, read_model
+from fusion_delegate.policy import ClaimPolicy
 from fusion_delegate.tools.plan import describe
 
 NONE = {"fused_activation_function": 0}
@@ -48,6 +49,19 @@ def test_resize_to_new_shapes_and_back_reuses_the_cached_kernel(cache_dir, rng):
         np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-7)
         hits.append(delegate.kernels[0].kernel.cache_hit)
     assert hits[-1] == "memory"
+
+
+def test_a_partition_is_built_once_and_anew_after_a_resize(cache_dir, rng, monkeypatch):
+    """The kernel built to decide on the partition is the one prepared; new shapes build anew."""
+    builds = []
+    build = fusion_delegate.fusion.build
+    monkeypatch.setattr(fusion_delegate.fusion, "build",
+                        lambda ir, layout, **kw: builds.append(ir.name) or build(ir, layout, **kw))
+    interpreter = builtin_interpreter(swish_chain(), [FusionDelegate(cache_dir=cache_dir,
+                                                                     min_speedup=0.0)])
+    assert builds == ["p0_add_logistic_mul_relu6"]
+    run(interpreter, [rng.standard_normal((5, 8)).astype(np.float32)])
+    assert len(builds) == 2
 
 
 def test_many_invokes_read_fresh_inputs_every_time(cache_dir, rng):
@@ -93,7 +107,7 @@ def test_partitions_predicted_slower_than_litert_are_left_alone_with_the_reason(
     kept = {p.nodes for p in delegate.last_partitions}
     assert kept and len(kept) < len(delegate.predictions)
     for nodes, prediction in delegate.predictions.items():
-        assert (nodes in kept) == prediction.pays(threshold)
+        assert (nodes in kept) == ClaimPolicy(threshold).pays(prediction)
         if nodes not in kept:
             assert all(delegate.claims[n].reason == f"not worth it (predicted "
                        f"{prediction.speedup:.2f}x LiteRT, "
@@ -115,6 +129,8 @@ def test_unclaimed_nodes_say_why():
     reasons = [c.reason for c in sorted(delegate.claims.values(), key=lambda c: c.index)]
     assert reasons == ["dtype int32 not supported", "rank 7 > 6", "op RESHAPE not supported",
                        "partition too small (1 < 2 nodes)"]
+    assert [(r.phrase, r.values) for r in reasons[:2]] == [("dtype {} not supported", ("int32",)),
+                                                          ("rank {} > {}", (7, 6))]
 
 
 def test_generated_source_names_ops_and_keeps_float32_literals(cache_dir):

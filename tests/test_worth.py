@@ -10,21 +10,33 @@ import pytest
 from codegen import quant
 from codegen.chains import approximate_chains
 from codegen.ops import OPS, TRANSCENDENTAL
+from codegen.pipeline import build
 from conftest import builtin_interpreter, ir_of
 from fusion_delegate import FusionDelegate, worth
 from fusion_delegate.context import Partition
-from fusion_delegate.fusion import (XNNPACK_QUANTIZED, PlanNode, cost_keys, cut_around,
-                                    nest_traffic)
+from fusion_delegate.features import (CostKey, Cut, NestTraffic, PartitionFeatures, PlanNode,
+                                      broadcast_run, cost_keys, cut_around, nest_traffic)
+from fusion_delegate.fusion import LAYOUT, XNNPACK_QUANTIZED
 from fusion_delegate.model import ModelBuilder, Quantization, read_model
+from fusion_delegate.policy import MIN_SAVING_US
 from fusion_delegate.runtime import Interpreter
 from fusion_delegate.demo import build_demo_model
 from fusion_delegate.worth import (APPROXIMATED_OPS, CACHED_ELEMENTS, QUANTIZED_OPS, CostModel,
-                                   CostModelError, Cut, Prediction, load_cost_model, predict)
+                                   CostModelError, Prediction, load_cost_model, predict)
 from perf import calibrate
 from perf.after_builtin import gate_model
 from perf.calibrate import add_chain, conv_sandwich
 
 ARITHMETIC_CHAIN = ["ADD", "MUL", "SUB", "MUL", "ADD", "DIV", "ADD", "MUL", "SUB", "ADD"]
+
+
+def partition_of(ops, nests, cut: Cut = Cut.ELEMENTWISE,
+                 builtin_input: bool = False) -> PartitionFeatures:
+    """Features written short: (name, elements[, run[, whole inputs]]) per op (CostKey), and
+    elements or (elements, extra streams) per nest."""
+    return PartitionFeatures(tuple(CostKey(*op) for op in ops),
+                             tuple(NestTraffic(*((n,) if isinstance(n, int) else n))
+                                   for n in nests), cut, builtin_input)
 
 
 @pytest.fixture
@@ -33,12 +45,12 @@ def data() -> dict:
 
 
 def test_one_add_on_a_tiny_tensor_does_not_pay():
-    assert predict([("ADD", 32)], [32]).speedup < 1
+    assert predict(partition_of([("ADD", 32)], [32])).speedup < 1
 
 
 def test_ten_op_arithmetic_chain_on_1m_elements_pays():
     n = 1 << 20
-    assert predict([(op, n) for op in ARITHMETIC_CHAIN], [n]).speedup > 1
+    assert predict(partition_of([(op, n) for op in ARITHMETIC_CHAIN], [n])).speedup > 1
 
 
 def test_committed_model_has_every_op_and_the_machine_header(data):
@@ -55,9 +67,10 @@ def test_committed_model_has_every_op_and_the_machine_header(data):
 
 
 def test_prediction_grows_with_ops_and_elements():
-    small, large = predict([("TANH", 1000)], [1000]), predict([("TANH", 10**6)], [10**6])
+    small = predict(partition_of([("TANH", 1000)], [1000]))
+    large = predict(partition_of([("TANH", 10**6)], [10**6]))
     assert 0 < small.litert_us < large.litert_us and 0 < small.fused_us < large.fused_us
-    longer = predict([("TANH", 10**6), ("ADD", 10**6)], [10**6])
+    longer = predict(partition_of([("TANH", 10**6), ("ADD", 10**6)], [10**6]))
     assert longer.litert_us > large.litert_us
 
 
@@ -96,7 +109,8 @@ def test_missing_op_takes_the_slowest_fused_op_of_its_cost_class(data, name):
                   and (n in TRANSCENDENTAL) == (name in TRANSCENDENTAL)]
     slowest = max(same_class, key=lambda n: costs.ops[n].fused_ns)
     assert model.op_cost(costs, name) is costs.ops[slowest]
-    assert model.predict([(name, 4096)], [4096]) == model.predict([(slowest, 4096)], [4096])
+    assert model.predict(partition_of([(name, 4096)], [4096])) == \
+        model.predict(partition_of([(slowest, 4096)], [4096]))
 
 
 def test_op_unknown_to_ops_counts_as_transcendental(data):
@@ -129,44 +143,21 @@ def test_predict_never_raises_on_a_corrupt_file_but_claims_and_warns_once(tmp_pa
     path = tmp_path / "cost_model.json"
     path.write_bytes(b"\x00garbage")
     with caplog.at_level(logging.WARNING, logger="fusion_delegate"):
-        first = predict([("ADD", 32)], [32], path=path)
-        second = predict([("ADD", 32)], [32], path=path)
+        first = predict(partition_of([("ADD", 32)], [32]), path=path)
+        second = predict(partition_of([("ADD", 32)], [32]), path=path)
     assert first == second == worth.UNKNOWN
     assert math.isnan(first.litert_us) and first.speedup == math.inf
     assert len([r for r in caplog.records if str(path) in r.getMessage()]) == 1
 
 
 def test_missing_file_is_the_same_fallback(tmp_path):
-    assert predict([("ADD", 32)], [32], path=tmp_path / "absent.json") == worth.UNKNOWN
+    absent = tmp_path / "absent.json"
+    assert predict(partition_of([("ADD", 32)], [32]), path=absent) == worth.UNKNOWN
 
 
 def test_speedup_is_litert_over_fused():
     assert Prediction(3.0, 1.5).speedup == 2.0
     assert Prediction(1.0, 0.0).speedup == math.inf
-
-
-def test_a_partition_pays_if_faster_enough_and_by_enough_time():
-    assert Prediction(3.0, 1.5).pays(1.2) and not Prediction(3.0, 2.9).pays(1.2)
-    tiny = Prediction(0.4, 0.1)                     # 4x faster, 0.3 us sooner
-    assert tiny.speedup > 1.2 and not tiny.pays(1.2)
-    assert worth.UNKNOWN.pays(1.2)                  # no cost model: claimed
-
-
-def test_the_margin_over_litert_grows_with_the_threads():
-    one, two = Prediction(5.75, 5.0, threads=1), Prediction(5.75, 5.0, threads=2)  # 1.15x
-    assert one.pays(1.1) and not two.pays(1.1)      # two threads ask for 1.2x
-    assert two.pays(1.05)
-
-
-def test_more_threads_ask_a_cut_out_of_xnnpacks_threaded_work_for_more():
-    """1.6x: enough at one thread, for the whole model, or after a builtin kernel; not for a
-    partition between ops XNNPACK's threads run."""
-    cut = dict(litert_us=8.0, fused_us=5.0, cut_us=1.0)
-    assert Prediction(**cut, threads=1).pays(1.1)
-    assert not Prediction(**cut, threads=2).pays(1.1)
-    assert Prediction(**cut, threads=2, builtin_input=True).pays(1.1)
-    assert Prediction(8.0, 5.0, threads=2).pays(1.1)
-    assert Prediction(10.0, 5.0, 1.0, threads=2).pays(1.1)   # 2x
 
 
 @pytest.mark.parametrize("output, inputs, run", [
@@ -178,7 +169,7 @@ def test_more_threads_ask_a_cut_out_of_xnnpacks_threaded_work_for_more():
     ((4, 8), [(4, 8), (4, 8)], 32),                 # no broadcast
 ])
 def test_broadcast_run_is_what_one_xnnpack_call_covers(output, inputs, run):
-    assert worth.broadcast_run(output, inputs) == run
+    assert broadcast_run(output, inputs) == run
 
 
 def test_short_broadcast_runs_cost_litert_more_and_nothing_else():
@@ -189,13 +180,14 @@ def test_short_broadcast_runs_cost_litert_more_and_nothing_else():
     assert factors[0] > 2 and all(f >= 1 for f in factors)
     n = 1 << 16
     chain = [("ADD", n), ("MUL", n)]
-    base = model.predict(chain, [n])
-    short = model.predict([(name, n, 8) for name, n in chain], [n])
+    base = model.predict(partition_of(chain, [n]))
+    short = model.predict(partition_of([(name, n, 8) for name, n in chain], [n]))
     assert short.litert_us > 2 * base.litert_us and short.fused_us < base.fused_us
-    uncut = model.predict([(name, n, 8) for name, n in chain], [n], cut=Cut.NONE)
-    assert uncut.fused_us == model.predict(chain, [n], cut=Cut.NONE).fused_us
-    assert model.predict([(name, n, n) for name, n in chain], [n]) == base
-    assert model.predict([("TANH", n, 8)], [n]) == model.predict([("TANH", n)], [n])
+    uncut = model.predict(partition_of([(name, n, 8) for name, n in chain], [n], Cut.NONE))
+    assert uncut.fused_us == model.predict(partition_of(chain, [n], Cut.NONE)).fused_us
+    assert model.predict(partition_of([(name, n, n) for name, n in chain], [n])) == base
+    assert model.predict(partition_of([("TANH", n, 8)], [n])) == \
+        model.predict(partition_of([("TANH", n)], [n]))
 
 
 def test_broadcast_factors_must_match_their_runs(data):
@@ -228,8 +220,8 @@ def test_a_cut_is_priced_at_the_memory_bound_share_of_the_partition():
     model, n = load_cost_model(), 1 << 16
     costs = model.costs(1)
     split, traffic = costs.split.us(n, model.breaks), costs.fused.us(n, model.breaks)
-    adds = model.predict([("ADD", n), ("ADD", n)], [n])
-    swish = model.predict([("LOGISTIC/fast", n), ("MUL", n)], [n])
+    adds = model.predict(partition_of([("ADD", n), ("ADD", n)], [n]))
+    swish = model.predict(partition_of([("LOGISTIC/fast", n), ("MUL", n)], [n]))
     assert 0 < swish.cut_us < adds.cut_us < split
     assert math.isclose(adds.cut_us, split * (traffic - costs.fused.c0_us)
                         / (adds.litert_us - costs.litert_first.us(n, model.breaks)))
@@ -276,7 +268,7 @@ def test_an_elementwise_neighbour_apart_from_the_partition_prices_its_cut_by_siz
     model = load_cost_model()
     costs = model.costs(1)
     for n, line in ((CACHED_ELEMENTS, costs.split), (4 * CACHED_ELEMENTS, costs.split_heavy)):
-        assert Cut.APART.us(costs, n, model.breaks) == line.us(n, model.breaks)
+        assert model.cut_us(Cut.APART, costs, n) == line.us(n, model.breaks)
 
 
 def quantized_op_model(name: str) -> bytes:
@@ -311,14 +303,15 @@ def test_a_partition_after_a_builtin_kernel_prices_litert_at_one_thread_and_half
     costs = model.costs(2)
     memory_us = costs.fused.us(n, model.breaks) - costs.fused.c0_us
     for cut in (Cut.APART, Cut.HEAVY):
-        after = model.predict(gate, [n], 2, cut, builtin_input=True)
-        usual, one_thread = model.predict(gate, [n], 2, cut), model.predict(gate, [n], 1, cut)
+        after = model.predict(partition_of(gate, [n], cut, builtin_input=True), 2)
+        usual = model.predict(partition_of(gate, [n], cut), 2)
+        one_thread = model.predict(partition_of(gate, [n], cut), 1)
         assert after.litert_us == one_thread.litert_us != usual.litert_us
         ops_us = one_thread.litert_us - model.costs(1).litert_first.us(n, model.breaks)
         share = min(1.0, memory_us / ops_us)
-        assert math.isclose(after.cut_us, cut.us(costs, n, model.breaks) * share / 2)
+        assert math.isclose(after.cut_us, model.cut_us(cut, costs, n) * share / 2)
         assert math.isclose(after.fused_us - after.cut_us, usual.fused_us - usual.cut_us)
-        at_one = model.predict(gate, [n], 1, cut, builtin_input=True)
+        at_one = model.predict(partition_of(gate, [n], cut, builtin_input=True), 1)
         assert (at_one.litert_us, at_one.fused_us) == (one_thread.litert_us, one_thread.fused_us)
 
 
@@ -375,13 +368,13 @@ def test_a_row_op_the_calibration_measured_is_priced_by_its_own_costs_not_its_pr
     proxied = CostModel.from_json(data)
     costs = measured.costs(1)
     ops = [("SOFTMAX/int8", n)]
-    assert measured.predict(ops, [n]).litert_us == pytest.approx(
+    assert measured.predict(partition_of(ops, [n])).litert_us == pytest.approx(
         costs.litert_first.us(n, measured.breaks)
         + costs.ops["SOFTMAX/int8"].litert.us(n, measured.breaks))
-    assert proxied.predict(ops, [n]) == proxied.predict(
-        [(f"{name}/int8", n) for name in worth.PROXIES["SOFTMAX"]], [n])
-    assert measured.predict(ops, [n]).saving_us > worth.MIN_SAVING_US > proxied.predict(
-        ops, [n]).saving_us
+    proxies = [(f"{name}/int8", n) for name in worth.PROXIES["SOFTMAX"]]
+    assert proxied.predict(partition_of(ops, [n])) == proxied.predict(partition_of(proxies, [n]))
+    assert measured.predict(partition_of(ops, [n])).saving_us > MIN_SAVING_US > \
+        proxied.predict(partition_of(ops, [n])).saving_us
 
 
 @pytest.mark.parametrize("name", calibrate.ROW_OPS)
@@ -400,12 +393,14 @@ def test_every_further_whole_tensor_costs_half_a_one_op_partitions_memory_time()
     costs, n = model.costs(1), 1 << 16
     stream = model.stream_us(costs, n)
     assert stream == pytest.approx((costs.fused.us(n, model.breaks) - costs.fused.c0_us) / 2)
-    one = model.predict([("ADD", n)], [n], cut=Cut.NONE)
-    two = model.predict([("ADD", n, n, 2)], [(n, 1)], cut=Cut.NONE)
+    one = model.predict(partition_of([("ADD", n)], [n], Cut.NONE))
+    two = model.predict(partition_of([("ADD", n, n, 2)], [(n, 1)], Cut.NONE))
     assert two.litert_us == pytest.approx(one.litert_us + stream)
     assert two.fused_us == pytest.approx(one.fused_us + stream)
-    assert model.predict([("ADD", n, n, 1)], [(n, 0)]) == model.predict([("ADD", n)], [n])
-    int8 = [model.predict([("ADD/int8", n, n, k)], [(n, k - 1)], cut=Cut.NONE) for k in (1, 2)]
+    assert model.predict(partition_of([("ADD", n, n, 1)], [(n, 0)])) == \
+        model.predict(partition_of([("ADD", n)], [n]))
+    int8 = [model.predict(partition_of([("ADD/int8", n, n, k)], [(n, k - 1)], Cut.NONE))
+            for k in (1, 2)]
     assert int8[1].litert_us == int8[0].litert_us and int8[1].fused_us >= int8[0].fused_us
 
 
@@ -414,12 +409,14 @@ def test_cost_keys_count_the_whole_operands_litert_reads():
     LOGISTIC(x), also inside the SWISH op precision="fast" makes of the two."""
     residual = ir_of({0: (8, 64), 1: (8, 64), 2: (64,), 3: (8, 64), 4: (8, 64)},
                      [("ADD", (0, 1), 3), ("MUL", (3, 2), 4)], (0, 1, 2), (4,))
-    assert [key[3] for key in cost_keys(residual)] == [2, 1]
-    assert nest_traffic(residual) == [(512, 1)]         # reads x and y of 512, writes one
+    assert [key.inputs for key in cost_keys(residual)] == [2, 1]
+    # reads x and y of 512, writes one
+    assert nest_traffic(build(residual, LAYOUT)) == [NestTraffic(512, 1)]
     swish = ir_of({0: (8, 64), 1: (8, 64), 2: (8, 64)},
                   [("LOGISTIC", (0,), 1), ("MUL", (0, 1), 2)], (0,), (2,))
-    assert [key[3] for key in cost_keys(swish)] == [1, 2]
+    assert [key.inputs for key in cost_keys(swish)] == [1, 2]
     fast = approximate_chains(replace(swish, precision="fast"))
     assert [op.op for op in fast.ops] == ["SWISH"]
-    assert [(key[0], key[3]) for key in cost_keys(fast)] == [("LOGISTIC/fast", 1), ("MUL", 2)]
-    assert nest_traffic(fast) == [(512, 0)]
+    assert [(key.name, key.inputs) for key in cost_keys(fast)] == [("LOGISTIC/fast", 1),
+                                                                   ("MUL", 2)]
+    assert nest_traffic(build(replace(swish, precision="fast"), LAYOUT)) == [NestTraffic(512)]

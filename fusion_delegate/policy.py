@@ -1,0 +1,74 @@
+"""Whether to claim what the kernel can compute: the cost model's prediction and the margins.
+
+claims.py says what the kernel can reproduce; here is whether claiming it is worth it, for a
+node (a rule the cost model cannot price) and for a partition (its prediction, with margins
+for the model's error). Every decision is a NotClaimed reason, or None to claim. The margins
+were fitted to the corpus: perf/README.md, "The cost model behind `min_speedup`", has the
+measurements.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from pathlib import Path
+
+from .claims import REDUCTION_CODES, NotClaimed, op_name, qparams
+from .context import Context, NodeInfo
+from .features import PartitionFeatures
+from .worth import UNKNOWN, Prediction, predict
+
+#: A partition predicted to save less than this is left to LiteRT whatever its speedup: it is
+#: what an extra kernel call varies by, and less than a model's run-to-run noise.
+MIN_SAVING_US = 0.5
+#: At more than one thread, a partition cut out of XNNPACK's work whose inputs XNNPACK's
+#: threads make must be predicted at least this much faster, whatever min_speedup's margin:
+#: XNNPACK runs its ops on its pool, our kernel beside it on one thread. Not for an input a
+#: builtin kernel makes, which XNNPACK's threads do not share.
+THREADED_MIN_SPEEDUP = 1.8
+
+
+@dataclass(frozen=True)
+class ClaimPolicy:
+    """The delegate's `min_speedup` applied: 0 claims every partition whose kernel builds."""
+    min_speedup: float
+    cost_model: str | Path | None = None     # worth.load_cost_model's path; None: the shipped
+
+    def node_reason(self, context: Context, node: NodeInfo) -> NotClaimed | None:
+        """Why a node the kernel reproduces is still left to LiteRT's default path: XNNPACK
+        runs int8/uint8 reductions at memory speed, and an int8 LayerNorm fused whole was no
+        faster than its two partitions with XNNPACK's MEANs between them
+        (docs/quantized_semantics.md, "MEAN (40)")."""
+        if self.min_speedup <= 0:
+            return None
+        x = context.tensor(node.inputs[0])
+        if node.builtin_code in REDUCTION_CODES and qparams(x) is not None:
+            return NotClaimed("{} {} left to XNNPACK, faster than fused (claimed with "
+                              "min_speedup=0)", x.type_name.lower(), op_name(node))
+        return None
+
+    def predict(self, partition: PartitionFeatures, interpreter_threads: int) -> Prediction:
+        """The cost model's verdict on fusing a partition at its current shapes. Its costs are
+        those measured at the interpreter's thread count (what XNNPACK runs on), not the
+        kernel's: XNNPACK on 2 threads is up to twice faster than on 1."""
+        if self.min_speedup <= 0:
+            return UNKNOWN
+        return predict(partition, interpreter_threads, self.cost_model)
+
+    def partition_reason(self, prediction: Prediction) -> NotClaimed | None:
+        """Why a partition predicted so is left to LiteRT, if it is."""
+        if self.pays(prediction):
+            return None
+        return NotClaimed("not worth it (predicted {:.2f}x LiteRT, {:+.1f} us)",
+                          prediction.speedup, prediction.saving_us)
+
+    def pays(self, prediction: Prediction) -> bool:
+        """Predicted faster by min_speedup's margin over 1 times the threads, and MIN_SAVING_US
+        sooner (unknown: it pays). The margin grows with the threads because the predictions
+        miss more there: XNNPACK runs its ops on its pool, our kernel beside it on one thread.
+        With more threads, one cut out of XNNPACK's threaded work needs THREADED_MIN_SPEEDUP."""
+        threads = prediction.threads
+        required = 1.0 + (self.min_speedup - 1.0) * max(threads, 1)
+        if threads > 1 and prediction.cut_us > 0 and not prediction.builtin_input:
+            required = max(required, THREADED_MIN_SPEEDUP)
+        return prediction.speedup >= required and (
+            not math.isfinite(prediction.speedup) or prediction.saving_us >= MIN_SAVING_US)

@@ -1,0 +1,29 @@
+"""The claim policy: the margins a prediction must clear. No cost model, no timing."""
+from fusion_delegate import worth
+from fusion_delegate.policy import ClaimPolicy
+from fusion_delegate.worth import Prediction
+
+
+def test_a_partition_pays_if_faster_enough_and_by_enough_time():
+    policy = ClaimPolicy(1.2)
+    assert policy.pays(Prediction(3.0, 1.5)) and not policy.pays(Prediction(3.0, 2.9))
+    tiny = Prediction(0.4, 0.1)                     # 4x faster, 0.3 us sooner
+    assert tiny.speedup > 1.2 and not policy.pays(tiny)
+    assert policy.pays(worth.UNKNOWN)               # no cost model: claimed
+
+
+def test_the_margin_over_litert_grows_with_the_threads():
+    one, two = Prediction(5.75, 5.0, threads=1), Prediction(5.75, 5.0, threads=2)  # 1.15x
+    assert ClaimPolicy(1.1).pays(one) and not ClaimPolicy(1.1).pays(two)  # 2 threads: 1.2x
+    assert ClaimPolicy(1.05).pays(two)
+
+
+def test_more_threads_ask_a_cut_out_of_xnnpacks_threaded_work_for_more():
+    """1.6x: enough at one thread, for the whole model, or after a builtin kernel; not for a
+    partition between ops XNNPACK's threads run."""
+    cut = dict(litert_us=8.0, fused_us=5.0, cut_us=1.0)
+    assert ClaimPolicy(1.1).pays(Prediction(**cut, threads=1))
+    assert not ClaimPolicy(1.1).pays(Prediction(**cut, threads=2))
+    assert ClaimPolicy(1.1).pays(Prediction(**cut, threads=2, builtin_input=True))
+    assert ClaimPolicy(1.1).pays(Prediction(8.0, 5.0, threads=2))
+    assert ClaimPolicy(1.1).pays(Prediction(10.0, 5.0, 1.0, threads=2))   # 2x
