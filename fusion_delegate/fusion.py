@@ -152,9 +152,10 @@ class FusionDelegate(SimpleDelegate):
                 refused[partition.nodes] = candidate
                 continue
             graph.built[partition.nodes] = candidate
+            features = partition_features(candidate[1], partition, plan)
             prediction = graph.predictions[partition.nodes] = self.policy.predict(
-                partition_features(candidate[1], partition, plan), context.num_threads)
-            reason = self.policy.partition_reason(prediction)
+                features, context.num_threads)
+            reason = self.policy.partition_reason(features, prediction)
             if reason is not None:
                 refused[partition.nodes] = reason
         chosen = super().select_partitions(

@@ -25,6 +25,8 @@ MIN_SAVING_US = 0.5
 #: XNNPACK runs its ops on its pool, our kernel beside it on one thread. Not for an input a
 #: builtin kernel makes, which XNNPACK's threads do not share.
 THREADED_MIN_SPEEDUP = 1.8
+#: Binary ops XNNPACK runs, float32 and int8, in one pass over their operands.
+MEMORY_SPEED_BINARY = frozenset({"ADD", "SUB", "MUL"})
 
 
 @dataclass(frozen=True)
@@ -54,8 +56,17 @@ class ClaimPolicy:
             return UNKNOWN
         return predict(partition, interpreter_threads, self.cost_model)
 
-    def partition_reason(self, prediction: Prediction) -> NotClaimed | None:
-        """Why a partition predicted so is left to LiteRT, if it is."""
+    def partition_reason(self, partition: PartitionFeatures,
+                         prediction: Prediction) -> NotClaimed | None:
+        """Why a partition predicted so is left to LiteRT, if it is. A partition that is one
+        binary op of two whole tensors XNNPACK runs has nothing to fuse: XNNPACK reads and
+        writes it once, at memory speed, as the kernel would (its int8 ADD costs less than the
+        per-channel one the cost model was fitted on)."""
+        if self.min_speedup > 0 and len(partition.ops) == 1:
+            (op,) = partition.ops
+            if op.name.split("/")[0] in MEMORY_SPEED_BINARY and op.inputs == 2:
+                return NotClaimed("one {} of two whole tensors: XNNPACK runs it at memory "
+                                  "speed, nothing to fuse", op.name)
         if self.pays(prediction):
             return None
         return NotClaimed("not worth it (predicted {:.2f}x LiteRT, {:+.1f} us)",

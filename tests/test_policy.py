@@ -27,3 +27,20 @@ def test_more_threads_ask_a_cut_out_of_xnnpacks_threaded_work_for_more():
     assert ClaimPolicy(1.1).pays(Prediction(**cut, threads=2, builtin_input=True))
     assert ClaimPolicy(1.1).pays(Prediction(8.0, 5.0, threads=2))
     assert ClaimPolicy(1.1).pays(Prediction(10.0, 5.0, 1.0, threads=2))   # 2x
+
+
+def test_one_binary_op_of_two_whole_tensors_has_nothing_to_fuse():
+    """XNNPACK runs a lone ADD/SUB/MUL of two whole tensors at memory speed, float32 or int8:
+    left to it whatever the prediction; with a broadcast operand, or fused with more, it is
+    the prediction's call."""
+    from fusion_delegate.features import CostKey, PartitionFeatures
+    fast = Prediction(10.0, 5.0)
+    for name in ("ADD/int8", "MUL", "SUB/uint8"):
+        alone = PartitionFeatures((CostKey(name, 50_000, 50_000, inputs=2),), ())
+        assert "nothing to fuse" in ClaimPolicy(1.1).partition_reason(alone, fast)
+        assert ClaimPolicy(0).partition_reason(alone, fast) is None
+    per_channel = PartitionFeatures((CostKey("ADD/int8", 50_000, 16, inputs=1),), ())
+    chain = PartitionFeatures((CostKey("ADD/int8", 50_000, 50_000, inputs=2),
+                               CostKey("HARD_SWISH/int8", 50_000, 50_000)), ())
+    assert ClaimPolicy(1.1).partition_reason(per_channel, fast) is None
+    assert ClaimPolicy(1.1).partition_reason(chain, fast) is None

@@ -284,3 +284,15 @@ def test_random_quantized_models_match_builtin_kernels_bit_for_bit(graph, seed, 
             np.testing.assert_array_equal(got.view(np.int32), want.view(np.int32))
         else:
             np.testing.assert_array_equal(got, want)
+
+
+def test_a_lone_int8_add_of_two_tensors_is_left_to_xnnpack(cache_dir):
+    shape = (1, 50, 40, 25)
+    b = ModelBuilder()
+    x, y = b.input("x", shape, np.int8, q(0.05, 3)), b.input("y", shape, np.int8, q(0.04, -2))
+    b.output(b.op("ADD", [x, y], {"fused_activation_function": 3}, quantization=q(0.06, -128)))
+    defaults = FusionDelegate(cache_dir=cache_dir)
+    builtin_interpreter(b.to_bytes(), [defaults])
+    assert "nothing to fuse" in defaults.claims[0].reason
+    claimed, _ = delegated(b.to_bytes(), cache_dir)
+    assert claimed.claims[0].reason is None
