@@ -53,6 +53,7 @@ def build(ir: KernelIR, layout: TensorTableLayout, target: Target | None = None)
     target = target or numba_target()
     ir = lowered(ir)
     try:
-        return Built(ir, plan(ir), render_kernel(ir, layout))
+        schedule = plan(ir, target)
+        return Built(ir, schedule, render_kernel(ir, schedule, layout))
     except IRError as error:
         raise NotBuildable(str(error)) from error

@@ -23,7 +23,7 @@ from .ir import KernelIR, Op, Value, verify
 from .lut import byte_table
 from .native import POINTERS
 from .ops import ACTIVATIONS, CHAIN_OPS, HELPER_MODULES
-from .schedule import LANES, Nest, Schedule, plan
+from .schedule import Nest, Schedule
 
 #: Float reductions whose result is inf or NaN whenever an operand is: the fast loop checks a
 #: value a rows pass sums through the sum (rows_nest).
@@ -48,7 +48,7 @@ LANE_CHECKS_BELOW = 128
 KERNEL_HELPERS = {**HELPER_MODULES, "aligned_copy": "codegen.native",
                   "stack_empty": "codegen.native", "stream_store": "codegen.native",
                   "stream_fence": "codegen.native", "line_aligned": "codegen.native",
-                  "lookup_bytes": "codegen.lut",
+                  "lookup_bytes": "codegen.lut", "lookup_bytes_scalar": "codegen.lut",
                   **{name: "codegen.fixedpoint" for name, helper in vars(fixedpoint).items()
                      if getattr(helper, "__module__", None) == fixedpoint.__name__}}
 RESERVED = {"np", "carray", "cfunc", "njit", "prange", "context", "node", "tensors", "range",
@@ -179,11 +179,11 @@ def describe(value: Value) -> str:
     return f"{value.dtype}{list(value.shape)} {q.scale:.6g} * (q{offset})"
 
 
-def render_kernel(ir: KernelIR, layout: TensorTableLayout) -> str:
-    """The whole kernel module's source."""
+def render_kernel(ir: KernelIR, schedule: Schedule, layout: TensorTableLayout) -> str:
+    """The whole kernel module's source: `ir` computed as `schedule` (codegen.schedule.plan)
+    says."""
     verify(ir)
     names = identifiers(ir)
-    schedule = plan(ir)
     memory = list(ir.inputs) + [t for t in ir.outputs if t not in ir.inputs]
     threads = [parallel_threads(ir.threads, nest) for nest in schedule.nests]
     local = nest_names(schedule, names)
@@ -333,7 +333,7 @@ def nest_blocks(ir: KernelIR, names: dict[int, str], schedule: Schedule, threads
         if nest.kind == "table":
             (op,) = nest.ops
             lines += [*nest_comment(names, nest, number, n),
-                      f"lookup_bytes({names[op.inputs[0]]}, {names[op.output]}, "
+                      f"{lookup(nest)}({names[op.inputs[0]]}, {names[op.output]}, "
                       f"{table_name(names, op)})"]
             continue
         if nest.kind == "rows":
@@ -391,7 +391,7 @@ def periodic_copies(ir: KernelIR, names: dict[int, str], nest: Nest,
     period = dict(nest.periodic)
     lines = []
     for t, rows in local.rows.items():
-        length = (bounded_length(names[t], period[t]) if period[t] >= LANES
+        length = (bounded_length(names[t], period[t]) if period[t] >= nest.lanes
                   else str(period[t]))
         lines += [f"{rows} = np.empty({nest.tile}, np.{ir.value(t).dtype})",
                   f"for start in range(0, {nest.tile}, {period[t]}):",
@@ -533,10 +533,10 @@ def row_lengths(names: dict[int, str], nest: Nest, local: NestNames) -> tuple[li
         return lines, "row_length", str(nest.row_stride)
     return [*lines,
             "# A pass over row buffers only runs on past the row's end to a whole number of",
-            f"# vectors of {LANES}: the buffers hold there what its reductions ignore. Not",
+            f"# vectors of {nest.lanes}: the buffers hold there what its reductions ignore. Not",
             "# bounded: the vectoriser would interleave softmax's exp pass less.",
-            f"padded_length = ({tensor}.shape[0] // {rows} + {LANES - 1}) // {LANES}"
-            f" * {LANES}"], "row_length", "padded_length"
+            f"padded_length = ({tensor}.shape[0] // {rows} + {nest.lanes - 1}) // {nest.lanes}"
+            f" * {nest.lanes}"], "row_length", "padded_length"
 
 
 def blocked_rows_nest(ir: KernelIR, names: dict[int, str], nest: Nest, threads: int,
@@ -889,7 +889,7 @@ def loop_nest(ir: KernelIR, nest: Nest, threads: int, names: dict[int, str], loc
                          f"min({first} + {nest.row_block}, {nest.loops.sizes[0]})):")
             depth += 1
         elif level == 0 and threads > 1:
-            unit = LANES if nest.streamed and not nest.tile else 1    # parts of whole vectors
+            unit = nest.lanes if nest.streamed and not nest.tile else 1    # parts of whole vectors
             step = -(-n // (threads * unit)) * unit
             lines += [f"{pad}for part in prange({threads}):",
                       *(pad + INDENT + line for line in tile_allocations(ir, nest, local)),
@@ -1004,7 +1004,7 @@ def loop_body(ir: KernelIR, names: dict[int, str], nest: Nest, local: NestNames,
                 row_exprs[target] = (element(names, nest, local, target, row)
                                      if target in nest.writes else
                                      f"{local.stages[target]}[i{len(nest.loops.sizes) - 1}]")
-            bodies.append([f"lookup_bytes({tile_array(nest, local, op.inputs[0])}, "
+            bodies.append([f"{lookup(nest)}({tile_array(nest, local, op.inputs[0])}, "
                            f"{tile_array(nest, local, target)}, {table_name(names, op)})"])
             continue
         lines, misses = [], []
@@ -1015,6 +1015,11 @@ def loop_body(ir: KernelIR, names: dict[int, str], nest: Nest, local: NestNames,
                                     width)
         bodies.append(lines + count_misses(misses, width, misses_into))
     return bodies
+
+
+def lookup(nest: Nest) -> str:
+    """The helper a nest looks bytes up with (codegen.lut): by byte shuffles where it may."""
+    return "lookup_bytes" if nest.shuffles else "lookup_bytes_scalar"
 
 
 def tile_array(nest: Nest, local: NestNames, tensor: int) -> str:

@@ -52,12 +52,12 @@ on plans without compiling, and the source text stays the cache key.
 from __future__ import annotations
 
 import math
-import platform
 from dataclasses import dataclass
 
 from .ir import IRError, KernelIR, Op, reduced_shape
 from .ops import TRANSCENDENTAL, TRANSCENDENTAL_COST
 from .reduce import padding_of
+from .target import Target
 
 #: Innermost loops shorter than this are made longer, by row tiles of about ROW_TILE elements
 #: (long enough that each tile's loop setup is small against its work); stage tiles are TILE.
@@ -69,30 +69,30 @@ ROW_TILE = 1024
 ROW_COPIES_BYTES = 16 << 10
 #: Stages need an innermost dimension at least this long, else one loop does better.
 TILE_MIN = 64
-#: Elements of one iteration of LLVM's vectorised loop (16 float32 lanes, interleaved 4 times):
-#: row tiles are a multiple of it, so no element of a whole tile runs in the scalar remainder.
-VECTOR_BLOCK = 64
-#: 32-bit lanes of one vector register (AVX-512), and how many of the 32 registers a nest's
-#: periodic operands may hold for the whole nest (the rest hold the values being computed):
-#: within that, with rows of a vector or more and ROW_BLOCK_OPERANDS periodic operands or
-#: more, row blocks; else row tiles. Rows of 8 fill half a vector (2.2x slower in blocks);
+#: Vectors of one iteration of LLVM's vectorised loop (the target's lanes, interleaved 4 times,
+#: vector_block): row tiles are a multiple of it, so no element of a whole tile runs in the
+#: scalar remainder.
+INTERLEAVE = 4
+#: How many of the target's vector registers a nest's periodic operands may hold for the whole
+#: nest, in quarters (24 of AVX-512's 32; the rest hold the values being computed): within
+#: that, with rows of a vector or more and ROW_BLOCK_OPERANDS periodic operands or more, row
+#: blocks; else row tiles. Rows of 8 fill half a vector (2.2x slower in blocks);
 #: with 1, 2 or 4 periodic operands LLVM may vectorise the plain nest across rows instead,
 #: with gathers and scatters (5-9x slower at some C in 16..96), while from 8 on, where the
 #: tiles' copies cost the most loads, blocks were never slower (docs/chain_performance.md).
-LANES = 16
-CONSTANT_REGISTERS = 24
+CONSTANT_REGISTER_QUARTERS = 3
 ROW_BLOCK_OPERANDS = 8
 #: ... and, with fewer periodic operands (in registers too), rows of whole vectors from this
-#: many lanes up to TILE, in nests within L2 (UNROLL_MAX_ELEMENTS): from three vectors a row
+#: many vectors up to TILE, in nests within L2 (UNROLL_MAX_ELEMENTS): from three vectors a row
 #: LLVM vectorises the row loop, never the loop across rows (no gathers in the asm for C =
 #: 48..240 and 1..7 operands), and blocks ran up to 2x faster than row tiles, without their
 #: copies (16K and 256K elements; with one operand 0.95-1.17x; with more operands than
 #: registers up to 1.25x slower, so those keep tiles). Rows of one or two vectors (C = 16, 32)
 #: still got gathers with 1 or 2 operands; at 4M elements blocks ran 1.1-1.7x slower than tiles
 #: (bias_relu6_scale at C = 96, se_gate at C = 64). Rows of int8 data must be whole multiples
-#: of VECTOR_BLOCK: LLVM vectorises them 64 elements a step, and an int8 squeeze-excite gate
+#: of vector_block: LLVM vectorises them 64 elements a step, and an int8 squeeze-excite gate
 #: at C = 48 ran scalar in blocks, 6.7x slower than in row tiles (_row_lanes).
-BLOCK_MIN_ROW = 3 * LANES
+BLOCK_MIN_VECTORS = 3
 #: Rows per iteration of the inner loop of a per-channel nest with ROW_BLOCK_OPERANDS periodic
 #: operands or more that do not fit in registers: each load of a periodic operand then serves
 #: UNROLL_ROWS rows (chain16 at C = 256 is bound by loads, 17 a vector; 1.6x at 64K).
@@ -120,8 +120,6 @@ UNROLL_MAX_SPAN = 256
 #: instead, render.LANE_CHECKS_BELOW), else its tiles (row tiles, stages) if each starts on
 #: a vector, their last stage's outputs streamed; else nothing is streamed.
 STREAM_MIN_BYTES = 8 << 20
-#: Streaming stores are x86's (`movnt`, ordered by `sfence`).
-STREAMING = platform.machine().lower() in ("x86_64", "amd64")
 
 #: Rows a rows nest takes through its passes together (its `tile` is their elements): the
 #: reductions of a row of 96-200 elements end in horizontal sums, divisions and square roots
@@ -205,6 +203,8 @@ class Nest:
     padded: tuple[int, ...] = ()        # rows: the stages that run over whole vectors, and
     padding: tuple[tuple[int, str], ...] = ()  # what each row buffer holds past the row's end
     streamed: tuple[int, ...] = ()      # outputs stored past the caches (STREAM_MIN_BYTES)
+    lanes: int = 0                      # float32 elements of one of the target's vectors
+    shuffles: bool = False              # table and lookups: 64 bytes a step (codegen.lut)
 
     @property
     def elements(self) -> int:
@@ -219,7 +219,7 @@ class Nest:
         """Elements of one row in a rows nest's row buffers: its length, rounded up to whole
         vectors where some stage runs over them."""
         cols = self.loops.sizes[-1]
-        return -(-cols // LANES) * LANES if self.padded else cols
+        return -(-cols // self.lanes) * self.lanes if self.padded else cols
 
 
 @dataclass(frozen=True)
@@ -229,7 +229,7 @@ class Schedule:
     buffers: tuple[tuple[int, int], ...]
 
 
-def plan(ir: KernelIR) -> Schedule:
+def plan(ir: KernelIR, target: Target) -> Schedule:
     """Place every op in the nest of its domain (its output shape, a reduction's input shape)
     and phase; order the nests so each runs after the nests it reads from, earlier phases and
     smaller domains first; loop each over its collapsed, maybe tiled, domain. Reductions over
@@ -239,7 +239,7 @@ def plan(ir: KernelIR) -> Schedule:
     differ, so within a phase a nest only ever reads from nests over smaller domains, and a
     reduction's result is read in a later phase: the order exists."""
     phases = _phases(ir)
-    rows = _rows_nest(ir, phases)
+    rows = _rows_nest(ir, phases, target)
     in_rows = {op.output for op in rows.ops} if rows else set()
     nests = [rows] if rows else []
     buffers = {t: math.prod(ir.value(t).shape) for t in (rows.writes if rows else ())
@@ -269,7 +269,7 @@ def plan(ir: KernelIR) -> Schedule:
         for t in writes:
             if t not in ir.outputs:
                 buffers[t] = math.prod(ir.value(t).shape)
-        nests.append(_loops(ir, key[0], ops, reads, writes, tuple(set(writes) - later)))
+        nests.append(_loops(ir, key[0], ops, reads, writes, tuple(set(writes) - later), target))
     return Schedule(tuple(nests), tuple(sorted(buffers.items())))
 
 
@@ -307,7 +307,7 @@ def _split(ir: KernelIR, op: Op) -> tuple[tuple[int, ...], tuple[int, ...]] | No
     return _squeeze(shape[:len(shape) - len(axes)]), shape[len(shape) - len(axes):]
 
 
-def _rows_nest(ir: KernelIR, phases: dict[int, int]) -> Nest | None:
+def _rows_nest(ir: KernelIR, phases: dict[int, int], target: Target) -> Nest | None:
     """One nest over rows for the reductions over the trailing dims of one domain
     [*rows, *cols] (the first such reduction's) and the ops around them, or None if there are
     none. It takes, in order, each op over that domain (a full op) or over its rows (a per-row
@@ -380,11 +380,11 @@ def _rows_nest(ir: KernelIR, phases: dict[int, int]) -> Nest | None:
     fixed_point = any(op.op in ("LUT", "QCALL") for op in row_ops)
     block = min(FIXED_POINT_ROW_BLOCK, sizes[0]) if fixed_point else 0
     tile = sizes[1] * (block or (1 if transcendental else min(ROWS_PER_STEP, sizes[0])))
-    padded, padding = (_padded_stages(stage_ops, {*reads, *writes}) if sizes[1] % LANES
+    padded, padding = (_padded_stages(stage_ops, {*reads, *writes}) if sizes[1] % target.lanes
                        else ((), {}))
     return Nest(rows + cols, ops, LoopNest(sizes, broadcast), reads, writes, tile=tile,
                 stages=stage_ops, kind="rows", per_row=per_row, padded=padded, row_block=block,
-                padding=tuple(sorted(padding.items())))
+                padding=tuple(sorted(padding.items())), lanes=target.lanes)
 
 
 def _padded_stages(stages: tuple[tuple[Op, ...], ...],
@@ -426,90 +426,101 @@ def _unique(items) -> tuple[int, ...]:
 
 
 def _loops(ir: KernelIR, domain: tuple[int, ...], ops: tuple[Op, ...], reads: tuple[int, ...],
-           writes: tuple[int, ...], finals: tuple[int, ...]) -> Nest:
+           writes: tuple[int, ...], finals: tuple[int, ...], target: Target) -> Nest:
     """The nest of `ops`, which writes `writes`, of which no later nest reads `finals`."""
+    lanes = target.lanes
     reductions = {op.output: op for op in ops if op.reduction}
     loops = collapse(domain, {t: _squeeze(ir.value(t).shape) for t in reads}
                      | {t: _in_domain(ir, t, reductions) for t in writes})
     periodic: tuple[tuple[int, int], ...] = ()
     tile = 0
     if any(op.reduction for op in ops):
-        return Nest(domain, ops, loops, reads, writes, stages=(ops,))
-    large = _large_outputs(ir, loops, finals)
-    if large and _streams_plain(ir, ops, loops):
+        return Nest(domain, ops, loops, reads, writes, stages=(ops,), lanes=lanes)
+    large = _large_outputs(ir, loops, finals, target)
+    if large and _streams_plain(ir, ops, loops, lanes):
         return Nest(domain, ops, loops, reads, writes, stages=(ops,), streamed=large,
-                    aligned=_periodic_inputs(ir, loops))
+                    aligned=_periodic_inputs(ir, loops), lanes=lanes)
     if _per_channel(loops):
         rows, period = loops.sizes
         constants = _row_operands(loops)
         flat = LoopNest((rows * period,), {})
-        many = period >= LANES and ROW_BLOCK_OPERANDS <= constants
-        lanes = _row_lanes(ir, reads, writes)
-        whole_vectors = (period % lanes == 0 and BLOCK_MIN_ROW <= period < TILE
+        many = period >= lanes and ROW_BLOCK_OPERANDS <= constants
+        whole_vectors = (period % _row_lanes(ir, reads, writes, lanes) == 0
+                         and BLOCK_MIN_VECTORS * lanes <= period < TILE
                          and rows * period <= UNROLL_MAX_ELEMENTS)
         one_stage = (many or whole_vectors) and len(_stages(
             ops, flat, _lookups(ir, ops, flat, writes))) == 1
-        if one_stage and -(-period // LANES) * constants <= CONSTANT_REGISTERS:
+        registers = target.vector_registers * CONSTANT_REGISTER_QUARTERS // 4
+        if one_stage and -(-period // lanes) * constants <= registers:
             return Nest(domain, ops, loops, reads, writes, stages=(ops,),
-                        row_block=min(rows, max(1, ROW_TILE // period)))
+                        row_block=min(rows, max(1, ROW_TILE // period)), lanes=lanes)
         if many and one_stage:
             if UNROLL_ROWS <= rows and rows * period <= UNROLL_MAX_ELEMENTS:
                 return Nest(domain, ops, loops, reads, writes, stages=(ops,),
-                            row_unroll=UNROLL_ROWS)
+                            row_unroll=UNROLL_ROWS, lanes=lanes)
             periodic_rows = _periodic_inputs(ir, loops)
             if UNROLL_ROWS <= rows and UNROLL_ROWS * period <= UNROLL_MAX_SPAN:
                 return Nest(domain, ops, loops, reads, writes, stages=(ops,),
-                            row_unroll=UNROLL_ROWS, aligned=periodic_rows)
-            if period % LANES == 0:
+                            row_unroll=UNROLL_ROWS, aligned=periodic_rows, lanes=lanes)
+            if period % lanes == 0:
                 return Nest(domain, ops, loops, reads, writes, stages=(ops,),
-                            aligned=periodic_rows)
+                            aligned=periodic_rows, lanes=lanes)
     if _row_tileable(loops):
         rows, period = loops.sizes
         periodic = tuple((t, period) for t, mask in loops.broadcast.items()
                          if mask == (True, False))
-        unit = math.lcm(period, VECTOR_BLOCK)
-        target = min(ROW_TILE, ROW_COPIES_BYTES // (4 * len(periodic)))
-        tile = min(rows * period, unit * max(1, -(-target // unit)))
+        unit = math.lcm(period, vector_block(target))
+        wanted = min(ROW_TILE, ROW_COPIES_BYTES // (4 * len(periodic)))
+        tile = min(rows * period, unit * max(1, -(-wanted // unit)))
         loops = LoopNest((rows * period,), {t: (mask == (True, True),)
                                             for t, mask in loops.broadcast.items()})
     if _byte_table(ir, ops, loops):
-        return Nest(domain, ops, loops, reads, writes, stages=(ops,), kind="table")
+        return Nest(domain, ops, loops, reads, writes, stages=(ops,), kind="table",
+                    shuffles=target.byte_shuffle, lanes=lanes)
     lookups = _lookups(ir, ops, loops, writes)
     stages = _stages(ops, loops, lookups)
     if len(stages) > 1 and not tile:
         tile = TILE
     streamed: tuple[int, ...] = ()
-    if large and tile and not lookups and _tiles_start_on_vectors(loops, tile):
+    if large and tile and not lookups and _tiles_start_on_vectors(loops, tile, lanes):
         streamed = tuple(t for t in large if t in {op.output for op in stages[-1]})
     return Nest(domain, ops, loops, reads, writes, tile, periodic, stages, lookups=lookups,
-                streamed=streamed)
+                streamed=streamed, lanes=lanes, shuffles=bool(lookups) and target.byte_shuffle)
 
 
-def _row_lanes(ir: KernelIR, reads: tuple[int, ...], writes: tuple[int, ...]) -> int:
+def vector_block(target: Target) -> int:
+    """Elements of one iteration of LLVM's vectorised loop over float32 (INTERLEAVE vectors)."""
+    return INTERLEAVE * target.lanes
+
+
+def _row_lanes(ir: KernelIR, reads: tuple[int, ...], writes: tuple[int, ...],
+               lanes: int) -> int:
     """What a row of a per-channel nest's plain loop must be a multiple of for LLVM to vectorise
-    all of it: a vector of float32 lanes; for int8 data, VECTOR_BLOCK bytes."""
+    all of it: a vector of float32 lanes; for int8 data, a vector block's bytes."""
     quantized = any(ir.value(t).quantized for t in (*reads, *writes))
-    return VECTOR_BLOCK if quantized else LANES
+    return INTERLEAVE * lanes if quantized else lanes
 
 
-def _large_outputs(ir: KernelIR, loops: LoopNest, finals: tuple[int, ...]) -> tuple[int, ...]:
-    """The float32 `finals` of a nest, if together STREAM_MIN_BYTES or more: what it may
-    stream."""
+def _large_outputs(ir: KernelIR, loops: LoopNest, finals: tuple[int, ...],
+                   target: Target) -> tuple[int, ...]:
+    """The float32 `finals` of a nest, if together STREAM_MIN_BYTES or more and the target has
+    streaming stores: what it may stream."""
     large = tuple(t for t in sorted(finals) if ir.value(t).dtype == "float32")
-    if not STREAMING or 4 * math.prod(loops.sizes) * len(large) < STREAM_MIN_BYTES:
+    if (not target.streaming_stores
+            or 4 * math.prod(loops.sizes) * len(large) < STREAM_MIN_BYTES):
         return ()
     return large
 
 
-def _streams_plain(ir: KernelIR, ops: tuple[Op, ...], loops: LoopNest) -> bool:
+def _streams_plain(ir: KernelIR, ops: tuple[Op, ...], loops: LoopNest, lanes: int) -> bool:
     """Whether the nest streams as the plain nest: one stage, rows of whole vectors (so LLVM's
-    vector stores start on vector boundaries), and, 2-D, rows of BLOCK_MIN_ROW lanes or
+    vector stores start on vector boundaries), and, 2-D, rows of BLOCK_MIN_VECTORS vectors or
     ROW_BLOCK_OPERANDS per-channel operands (else LLVM vectorises it across rows, with gathers
     and scatters: such a nest streams from row tiles)."""
     constants = _row_operands(loops)
     lookups = _lookups(ir, ops, loops, tuple(op.output for op in ops))
-    return not (loops.sizes[-1] % LANES or lookups or len(_stages(ops, loops)) > 1
-                or len(loops.sizes) == 2 and loops.sizes[1] < BLOCK_MIN_ROW
+    return not (loops.sizes[-1] % lanes or lookups or len(_stages(ops, loops)) > 1
+                or len(loops.sizes) == 2 and loops.sizes[1] < BLOCK_MIN_VECTORS * lanes
                 and constants < ROW_BLOCK_OPERANDS)
 
 
@@ -518,12 +529,12 @@ def _row_operands(loops: LoopNest) -> int:
     return sum(mask == (True, False) for mask in loops.broadcast.values())
 
 
-def _tiles_start_on_vectors(loops: LoopNest, tile: int) -> bool:
+def _tiles_start_on_vectors(loops: LoopNest, tile: int, lanes: int) -> bool:
     """Whether every tile starts on a whole vector: the tiles of a flat nest are whole vectors
     (or there is one), the rows of a deeper one are."""
     if len(loops.sizes) > 1:
-        return loops.sizes[-1] % LANES == 0 and tile % LANES == 0
-    return tile % LANES == 0 or tile >= loops.sizes[0]
+        return loops.sizes[-1] % lanes == 0 and tile % lanes == 0
+    return tile % lanes == 0 or tile >= loops.sizes[0]
 
 
 def _byte_table(ir: KernelIR, ops: tuple[Op, ...], loops: LoopNest) -> bool:

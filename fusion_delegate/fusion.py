@@ -21,6 +21,7 @@ from codegen.pipeline import Built, NotBuildable, build
 from codegen.reduce import COMPOSITES
 from codegen.render import TensorTableLayout
 from codegen.schedule import Schedule, plan
+from codegen.target import numba_target
 
 from . import abi
 from .claims import (FusedNode, default_path_reason, fused_node, integer_exponent, op_name,
@@ -300,7 +301,8 @@ def nest_traffic(ir: KernelIR, schedule: Schedule | None = None) -> list[tuple[i
     def beyond_one(tensors: tuple[int, ...], elements: int) -> int:
         return max(0, sum(math.prod(ir.value(t).shape) == elements for t in tensors) - 1)
     return [(nest.elements, beyond_one(nest.reads, nest.elements)
-             + beyond_one(nest.writes, nest.elements)) for nest in (schedule or plan(ir)).nests]
+             + beyond_one(nest.writes, nest.elements))
+            for nest in (schedule or plan(ir, numba_target())).nests]
 
 
 def partition_ir(context: Context, nodes: list[FusedNode], partition: Partition, number: int,

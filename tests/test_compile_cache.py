@@ -118,7 +118,8 @@ def test_kernels_compiled_in_one_process_keep_short_block_labels():
     from numba.core import ir_utils
 
     from codegen.ir import KernelIR, Op, Value
-    from codegen.render import TensorTableLayout, render_kernel
+    from codegen.render import TensorTableLayout
+    from conftest import kernel_source
     layout = TensorTableLayout(context_tensors_offset=16, tensor_size=112, tensor_data_offset=8)
     cache, digits = KernelCache(None), []
     for n in range(4):
@@ -126,7 +127,7 @@ def test_kernels_compiled_in_one_process_keep_short_block_labels():
         ir = KernelIR(0, tuple(Value(t, f"t{t}", shape) for t in range(4)),
                       (Op(0, "SIN", (0,), 1), Op(1, "MUL", (1, 0), 2, (("activation", 0),)),
                        Op(2, "EXP", (2,), 3)), inputs=(0,), outputs=(3,))
-        cache.get(ir.name, render_kernel(ir, layout))
+        cache.get(ir.name, kernel_source(ir, layout))
         digits.append(len(str(ir_utils._the_max_label._value)))
     assert digits[-1] <= digits[0] + 1, digits
 

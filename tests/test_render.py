@@ -13,9 +13,9 @@ from numba import njit
 from codegen.compile import KernelCache
 from codegen.ir import KernelIR, Op, Value
 from codegen.native import aligned_copy, line_aligned, stream_fence, stream_store
-from codegen.render import FastPath, TensorTableLayout, render_kernel
-from codegen.schedule import STREAM_MIN_BYTES, STREAMING
-from conftest import builtin_interpreter, run, same_bits
+from codegen.render import FastPath, TensorTableLayout
+from codegen.schedule import STREAM_MIN_BYTES
+from conftest import HOST, builtin_interpreter, kernel_source, run, same_bits
 from fusion_delegate import FusionDelegate
 from perf.workloads import Workload, bias_relu6_scale, chain16, se_gate
 
@@ -41,7 +41,7 @@ def test_a_chain_of_arithmetic_is_checked_only_at_its_output():
     ir = kernel_ir([("ADD", (0, 9), 1, 0), ("MUL", (1, 9), 2, 0), ("SUB", (2, 0), 3, 0),
                     ("NEG", (3,), 4, 0)], outputs=(4,), constant=9)
     assert FastPath.of(ir) == FastPath(dropped=3, checked=(4,), guarded=())
-    source = render_kernel(ir, LAYOUT)
+    source = kernel_source(ir, LAYOUT)
     assert "misses = max(misses, magnitude(t4[i0]))" in source
     assert "if misses < INF_BITS:" in source
     assert source.count("clamp_overflow(") == 3         # all in the exact loop
@@ -62,7 +62,7 @@ def test_sin_and_cos_are_guarded_and_their_operands_checked():
                     ("MUL", (2, 3), 4, 0)], outputs=(4,))
     fast = FastPath.of(ir)
     assert fast == FastPath(dropped=2, checked=(1, 4), guarded=(1, 2))
-    source = render_kernel(ir, LAYOUT)
+    source = kernel_source(ir, LAYOUT)
     assert "sin_near_f32(t1)" in source and "sin_f32(t1)" in source
     one_line = " ".join(source.split())
     assert ("max(magnitude(t1), miss_if(far_angle(t1)), miss_if(far_angle(t0[i0])), "
@@ -72,7 +72,7 @@ def test_sin_and_cos_are_guarded_and_their_operands_checked():
 def test_kernels_without_clamps_to_drop_have_one_loop():
     ir = kernel_ir([("ADD", (0, 0), 1, RELU6), ("LOGISTIC", (1,), 2, 0)], outputs=(2,))
     assert not FastPath.of(ir).pays
-    source = render_kernel(ir, LAYOUT)
+    source = kernel_source(ir, LAYOUT)
     assert "misses" not in source and source.count("for i0 in range") == 1
 
 
@@ -84,7 +84,7 @@ def test_generated_lines_fit_in_100_columns_however_deep_the_nest():
               *(Value(t, f"intermediate_value_{t}", shape) for t in range(1, 6)))
     ops = (Op(0, "SIN", (0,), 1), Op(1, "COS", (1,), 2), Op(2, "EXP", (2,), 3),
            Op(3, "ADD", (3, 6), 4, (("activation", 0),)), Op(4, "SIN", (4,), 5))
-    source = render_kernel(KernelIR(0, values, ops, inputs=(0, 6), outputs=(5,), threads=2),
+    source = kernel_source(KernelIR(0, values, ops, inputs=(0, 6), outputs=(5,), threads=2),
                            LAYOUT)
     assert "for part in prange(2):" in source and "for tile in" in source and "misses" in source
     assert max(len(line) for line in source.splitlines() if not line.startswith("#")) <= 100
@@ -93,19 +93,19 @@ def test_generated_lines_fit_in_100_columns_however_deep_the_nest():
 def test_the_precision_is_in_the_text_only_where_some_op_depends_on_it():
     """One text, so one compiled kernel, for a partition whose math is the same either way."""
     arithmetic = [("ADD", (0, 9), 1, 0), ("MUL", (1, 9), 2, RELU6)]
-    both = {precision: render_kernel(replace(kernel_ir(arithmetic, (2,), constant=9),
+    both = {precision: kernel_source(replace(kernel_ir(arithmetic, (2,), constant=9),
                                              precision=precision), LAYOUT)
             for precision in ("exact", "fast")}
     assert both["exact"] == both["fast"] and "precision" not in both["fast"]
     transcendental = kernel_ir([("TANH", (0,), 1, 0)], outputs=(1,))
-    fast = render_kernel(replace(transcendental, precision="fast"), LAYOUT)
-    exact = render_kernel(transcendental, LAYOUT)
+    fast = kernel_source(replace(transcendental, precision="fast"), LAYOUT)
+    exact = kernel_source(transcendental, LAYOUT)
     assert "| precision fast |" in fast and "| precision exact |" in exact
 
 
 def test_kernels_compile_with_noalias_arguments():
     ir = kernel_ir([("ADD", (0, 0), 1, 0)], outputs=(1,))
-    assert "pipeline_class=NoAliasCompiler)" in render_kernel(ir, LAYOUT)
+    assert "pipeline_class=NoAliasCompiler)" in kernel_source(ir, LAYOUT)
 
 
 def per_channel_chain(rows: int, channels: int, constants: int) -> tuple[str, str]:
@@ -122,7 +122,7 @@ def per_channel_chain(rows: int, channels: int, constants: int) -> tuple[str, st
         h = first + k
     ir = KernelIR(0, tuple(sorted(values, key=lambda v: v.tensor)), tuple(ops),
                   inputs=tuple(range(first)), outputs=(h,))
-    source = render_kernel(ir, LAYOUT)
+    source = kernel_source(ir, LAYOUT)
     return source, source.split("    misses = np.int32(0)\n")[1].split(
         "    if misses < INF_BITS:")[0]
 
@@ -233,10 +233,10 @@ def test_buffers_between_nests_go_on_the_stack_within_its_budget(channels, where
     ir = KernelIR(0, values, (Op(0, "TANH", (1,), 2),
                               Op(1, "MUL", (0, 2), 3, (("activation", 0),))),
                   inputs=(0, 1), outputs=(3,))
-    assert f"    gate = {where}" in render_kernel(ir, LAYOUT).splitlines()
+    assert f"    gate = {where}" in kernel_source(ir, LAYOUT).splitlines()
 
 
-streaming = pytest.mark.skipif(not STREAMING, reason="streaming stores are x86's")
+streaming = pytest.mark.skipif(not HOST.streaming_stores, reason="streaming stores are x86's")
 
 
 @streaming
