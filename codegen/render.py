@@ -19,6 +19,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from . import fixedpoint
+from .fastpath import FastPath
 from .ir import KernelIR, Op, Value, verify
 from .lut import byte_table
 from .native import POINTERS
@@ -32,17 +33,6 @@ SUMS = ("SUM", "MEAN", "ROW_SUM")
 INDENT = "    "
 NAME_LIMIT = 24
 LINE_LIMIT = 100
-#: Below this many elements a kernel runs on one thread: waking threads costs more.
-PARALLEL_MIN_ELEMENTS = 1 << 16
-#: Bytes of its buffers and aligned copies a kernel may keep on its stack (render.allocations):
-#: a few pages, within any thread's stack that calls the interpreter.
-STACK_BYTES = 64 << 10
-#: A streamed nest (schedule.Nest.streamed) with rows shorter than this keeps the fast loop's
-#: checks per lane of a row, a max per element in an array of the row's length, and takes
-#: their largest after the nest: the check per element into `misses` is a horizontal max at
-#: the end of every row, chain16 at C = 16 and 4M elements ran 3.3x slower for it (C = 64
-#: 1.9x, C = 96 1.9x), and the per-lane max 1.4x slower from C = 128 on.
-LANE_CHECKS_BELOW = 128
 #: Helpers the generated code calls: the op table's, the stack's buffers (aligned copies,
 #: schedule.Nest) and the fixed-point arithmetic of quantized ops (codegen.lower's QCALL).
 KERNEL_HELPERS = {**HELPER_MODULES, "aligned_copy": "codegen.native",
@@ -185,19 +175,18 @@ def render_kernel(ir: KernelIR, schedule: Schedule, layout: TensorTableLayout) -
     verify(ir)
     names = identifiers(ir)
     memory = list(ir.inputs) + [t for t in ir.outputs if t not in ir.inputs]
-    threads = [parallel_threads(ir.threads, nest) for nest in schedule.nests]
     local = nest_names(schedule, names)
-    fast = FastPath.of(ir, schedule)
+    fast = schedule.fast
     unstreamed = [dataclasses.replace(nest_local, values={}, lane_misses="")
                   for nest_local in local]
-    exact = nest_blocks(ir, names, schedule, threads, unstreamed, None)
+    exact = nest_blocks(ir, names, schedule, unstreamed, None)
     streamed = [t for nest in schedule.nests if nest.elements for t in nest.streamed]
-    if fast.pays:
-        first = [*fast.comment(1 + bool(streamed)), "misses = np.int32(0)",
-                 *nest_blocks(ir, names, schedule, threads, local, fast),
+    if fast:
+        first = [*fast_comment(fast, 1 + bool(streamed)), "misses = np.int32(0)",
+                 *nest_blocks(ir, names, schedule, local, fast),
                  "if misses < INF_BITS:", INDENT + "return"]
     elif streamed:
-        first = [*EXACT_LOOP_COMMENT, *nest_blocks(ir, names, schedule, threads, local, None),
+        first = [*EXACT_LOOP_COMMENT, *nest_blocks(ir, names, schedule, local, None),
                  "return"]
     else:
         first = []
@@ -205,8 +194,8 @@ def render_kernel(ir: KernelIR, schedule: Schedule, layout: TensorTableLayout) -
         first = [*STREAMED_COMMENT, *all_line_aligned([names[t] for t in streamed]),
                  *(INDENT + line for line in first)]
     lines = [*first, *EXACT_LOOP_COMMENT, *exact] if first else exact
-    lines = allocations(ir, names, schedule, threads, local) + lines
-    parallel = ", parallel=True" if max(threads, default=1) > 1 else ""
+    lines = allocations(ir, names, schedule, local) + lines
+    parallel = ", parallel=True" if any(nest.threads > 1 for nest in schedule.nests) else ""
     signature = "void(" + ", ".join(f"{ir.value(t).dtype}[::1]" for t in memory) + ")"
     kernel = [f"@njit('{signature}',",
               f"      error_model='numpy', nogil=True, cache=True{parallel}, "
@@ -253,81 +242,64 @@ def nest_names(schedule: Schedule, names: dict[int, str]) -> list[NestNames]:
 
     result = []
     for nest in schedule.nests:
-        stage_of = {op.output: n for n, group in enumerate(nest.stages) for op in group
-                    if not op.reduction}
-        crossing = sorted({t for n, group in enumerate(nest.stages) for op in group
-                           for t in op.inputs if stage_of.get(t, n) < n} - set(nest.writes))
         inner = len(nest.loops.sizes) - 1
         sliced = [t for t in (*nest.reads, *nest.writes) if nest.tile and t not in
                   dict(nest.periodic) and not nest.loops.broadcast[t][inner]]
         stored = [op.output for op in nest.ops if op.reduction and op.output in nest.writes
                   and nest.kind == "rows"]
         temporaries = [op.output for op in nest.ops if op.output not in nest.writes]
-        short_rows = nest.streamed and nest.loops.sizes[-1] < LANE_CHECKS_BELOW
-        result.append(NestNames({t: fresh(f"{names[t]}_buf") for t in crossing},
+        result.append(NestNames({t: fresh(f"{names[t]}_buf") for t in nest.stage_buffers},
                                 {t: fresh(f"{names[t]}_rows") for t, _ in nest.periodic},
                                 {t: fresh(f"{names[t]}_t") for t in dict.fromkeys(sliced)},
                                 {t: fresh(f"{names[t]}_acc") for t in stored},
                                 {(t, row): fresh(f"{names[t]}_r{row}") for row in
                                  range(1, nest.row_unroll) for t in temporaries},
                                 {t: fresh(f"{names[t]}_value") for t in nest.streamed},
-                                fresh("lane_misses") if short_rows else ""))
+                                fresh("lane_misses") if nest.lane_checks else ""))
     return result
 
 
-def allocations(ir: KernelIR, names: dict[int, str], schedule: Schedule, threads: list[int],
+def allocations(ir: KernelIR, names: dict[int, str], schedule: Schedule,
                 local: list[NestNames]) -> list[str]:
     """What the kernel sets up before its first nest: the aligned copies of periodic operands
-    (schedule.Nest.aligned), the buffers between nests and the stage buffers of one-thread
-    tiles. Up to STACK_BYTES of them go on the stack, in that order (codegen.native's
-    aligned_copy and stack_empty: an allocator's call costs about 0.1 us, a tenth of a kernel
-    over 16K elements); the buffers beyond are allocated, and the aligned copies beyond are
-    not made (the operands are read in place)."""
-    room = STACK_BYTES
-
-    def on_stack(elements: int, dtype: str) -> bool:
-        nonlocal room
-        size = elements * np.dtype(dtype).itemsize
-        if size > room:
-            return False
-        room -= size
-        return True
-
-    def buffer(name: str, elements: int, dtype: str) -> str:
-        if on_stack(elements, dtype):
-            return f"{name} = stack_empty({elements}, np.{dtype})"
-        return allocated(name, elements, dtype)
-
+    (schedule.Nest.aligned) it makes, the buffers between nests and the stage buffers of
+    one-thread tiles, each on the stack or allocated as the schedule says."""
     lines = [f"{names[t]} = aligned_copy({names[t]})"
              for t in dict.fromkeys(t for nest in schedule.nests for t in nest.aligned)
-             if on_stack(math.prod(ir.value(t).shape), ir.value(t).dtype)]
-    lines += [buffer(names[t], n, ir.value(t).dtype) for t, n in schedule.buffers]
-    for nest, nest_local, n in zip(schedule.nests, local, threads):
-        if n == 1:
-            lines += tile_allocations(ir, nest, nest_local, buffer)
+             if t in schedule.stack]
+    lines += [buffer(names[t], n, ir.value(t).dtype, t in schedule.stack)
+              for t, n in schedule.buffers]
+    for nest, nest_local in zip(schedule.nests, local):
+        if nest.threads == 1:
+            lines += tile_allocations(ir, nest, nest_local, schedule.stack)
     return lines
 
 
-def allocated(name: str, elements: int, dtype: str) -> str:
+def buffer(name: str, elements: int, dtype: str, on_stack: bool = False) -> str:
+    """An uninitialised array: on the kernel's stack (codegen.native.stack_empty) or
+    allocated."""
+    if on_stack:
+        return f"{name} = stack_empty({elements}, np.{dtype})"
     return f"{name} = np.empty({elements}, np.{dtype})"
 
 
-def tile_allocations(ir: KernelIR, nest: Nest, local: NestNames, buffer=allocated) -> list[str]:
+def tile_allocations(ir: KernelIR, nest: Nest, local: NestNames,
+                     stack: frozenset[int] = frozenset()) -> list[str]:
     """The stage buffers of a tile (in a rows nest, `row_stride` elements a row), those padded
-    past the row's end filled with their padding, the others made by `buffer`."""
-    size = nest.tile
-    if nest.kind == "rows":
-        size = nest.row_stride * (nest.tile // nest.loops.sizes[1])
+    past the row's end filled with their padding, the others on the stack if in `stack`."""
+    size = nest.tile_elements
     fills = dict(nest.padding)
     return [f"{name} = np.full({size}, {fills[t]}, np.{ir.value(t).dtype})" if t in fills
-            else buffer(name, size, ir.value(t).dtype) for t, name in local.stages.items()]
+            else buffer(name, size, ir.value(t).dtype, t in stack)
+            for t, name in local.stages.items()]
 
 
-def nest_blocks(ir: KernelIR, names: dict[int, str], schedule: Schedule, threads: list[int],
+def nest_blocks(ir: KernelIR, names: dict[int, str], schedule: Schedule,
                 local: list[NestNames], fast: FastPath | None) -> list[str]:
     """Every nest in order, each under a comment saying what it computes and how it loops."""
     lines = []
-    for number, (nest, n, nest_local) in enumerate(zip(schedule.nests, threads, local), 1):
+    for number, (nest, nest_local) in enumerate(zip(schedule.nests, local), 1):
+        n = nest.threads
         if nest.elements == 0:
             continue
         if nest.kind == "table":
@@ -340,7 +312,7 @@ def nest_blocks(ir: KernelIR, names: dict[int, str], schedule: Schedule, threads
             lines += [*nest_comment(names, nest, number, n),
                       *rows_nest(ir, names, nest, n, nest_local, fast)]
             continue
-        depth = len(outer_levels(nest)) + 1 + (n > 1) + (nest.tile > 0)
+        depth = len(nest.levels) + 1 + (n > 1) + (nest.tile > 0)
         lanes, cols = "", nest.loops.sizes[-1]
         misses_into = "misses"
         if fast and nest_local.lane_misses and checks_in(nest, fast):
@@ -391,8 +363,7 @@ def periodic_copies(ir: KernelIR, names: dict[int, str], nest: Nest,
     period = dict(nest.periodic)
     lines = []
     for t, rows in local.rows.items():
-        length = (bounded_length(names[t], period[t]) if period[t] >= nest.lanes
-                  else str(period[t]))
+        length = bounded_length(names[t], period[t]) if nest.bounded_copies else str(period[t])
         lines += [f"{rows} = np.empty({nest.tile}, np.{ir.value(t).dtype})",
                   f"for start in range(0, {nest.tile}, {period[t]}):",
                   INDENT + f"for j in range({length}):",
@@ -508,7 +479,7 @@ def step_loop(ir: KernelIR, nest: Nest, local: NestNames, setup: list[str], step
     in the same order, and so to the same bits."""
     if threads == 1:
         return [*setup, f"for {step} in range({steps}):"], 1
-    part = -(-steps // threads)
+    part = nest.part
     return [f"for part in prange({threads}):",
             *(INDENT + line for line in [*setup, *tile_allocations(ir, nest, local)]),
             f"{INDENT}for {step} in range(part * {part}, min(part * {part} + {part}, "
@@ -789,87 +760,18 @@ STREAMED_COMMENT = ["# Outputs that leave the caches anyway are stored past them
                     "# where each starts on a cache line, as the vector stores need."]
 
 
-@dataclass(frozen=True)
-class FastPath:
-    """A second, cheaper loop for a kernel, exact unless `misses` says otherwise.
-
-    TFLite's float kernels clamp every ADD/SUB/MUL/DIV result to +-FLT_MAX, which only changes
-    +-inf. The fast loop leaves those clamps out, so it differs from the exact loop only if an
-    unclamped value is +-inf. Such a value stays inf or NaN through ops that propagate it
-    (ADD, SUB, MUL, NEG, ...), so the fast loop checks the values where that propagation ends:
-    partition outputs and operands of any other op. It also runs ops with a `fast_expr` (sin,
-    cos) and counts their `guard`. No miss: the fast loop's results are the exact ones, bit for
-    bit (NaN payloads aside); any miss: the kernel runs the exact loop over everything.
-    """
-    dropped: int                       # clamps left out
-    checked: tuple[int, ...]           # tensors whose magnitude() is counted
-    guarded: tuple[int, ...]           # nodes run with their fast_expr
-    in_passes: int = 0                 # of `checked`, those a rows nest's passes sum instead
-
-    @classmethod
-    def of(cls, ir: KernelIR, schedule: Schedule | None = None) -> "FastPath":
-        consumers: dict[int, list] = {}
-        for op in ir.ops:
-            for t in set(op.inputs):
-                consumers.setdefault(t, []).append(op)
-        dropped, unclamped = 0, set()
-        for op in ir.ops:
-            params = dict(op.params)
-            if op.spec.clamps_overflow_only(params):
-                dropped += 1
-                unclamped.add(op.output)
-            elif op.spec.propagates(params, fast=True) and unclamped & set(op.inputs):
-                unclamped.add(op.output)
-        checked = tuple(t for t in sorted(unclamped) if t in ir.outputs or any(
-            not c.spec.propagates(dict(c.params), fast=True) for c in consumers.get(t, ())))
-        guarded = tuple(op.node for op in ir.ops if op.spec.guard)
-        passes = {op.output for nest in (schedule.nests if schedule else ())
-                  if nest.kind == "rows" for stage in nest.stages for op in stage}
-        return cls(dropped, checked, guarded, sum(t in passes for t in checked))
-
-    def comment(self, depth: int = 1) -> list[str]:
-        """What the fast loop leaves out and counts, as a comment above it, `depth` indents
-        in."""
-        skipped = ["the clamps to +-FLT_MAX"] if self.dropped else []
-        counted = ["inf/NaN values"] if self.checked else []
-        if self.guarded:
-            skipped.append("sin/cos's large-angle reduction")
-            counted.append("angles of 2**16 or more")
-        text = (f"Fast loop, without {' and '.join(skipped)}. `misses` keeps the largest "
-                "magnitude() (the bits of |value|) of the values it checks; it reaches INF_BITS "
-                f"with any of the {' and '.join(counted)} for which the fast loop could differ "
-                "from LiteRT, and then the exact loop runs instead.")
-        return ["# " + line for line in textwrap.wrap(text, LINE_LIMIT - 2 - len(INDENT) * depth)]
-
-    @property
-    def pays(self) -> bool:
-        """Checks cost about what clamps do, but one a rows nest's pass sums (0 * value: a
-        multiply and an add) half the clamp's and, compare, and, or; guarded ops save far more
-        than their guard. (Softmax's scale MUL: 1.07x over rows of 197 without its clamp.)"""
-        return bool(self.guarded) or self.dropped > len(self.checked) - self.in_passes / 2
-
-
-def parallel_threads(requested: int, nest: Nest) -> int:
-    """How many threads a nest's outer loop is split over: 1 unless the nest is large (and
-    loops: a table nest is one call)."""
-    if requested <= 1 or nest.elements < PARALLEL_MIN_ELEMENTS or nest.kind == "table":
-        return 1
-    if nest.kind != "rows" and any(op.reduction for op in nest.ops):
-        return 1                       # its outer loop may run along a reduced dim
-    return min(requested, outer_levels(nest)[0][1])
-
-
-def outer_levels(nest: Nest) -> list[tuple[str, int]]:
-    """(loop variable, trip count) of each loop level; tiled, the innermost is over tiles; in
-    row blocks, the outermost over blocks (the rows of a block: at most `row_block`)."""
-    sizes = nest.loops.sizes
-    if nest.row_block:
-        return [("block", -(-sizes[0] // nest.row_block)), ("i0", nest.row_block),
-                ("i1", sizes[1])]
-    levels = [(f"i{d}", n) for d, n in enumerate(sizes[:-1])]
-    if nest.tile:
-        return levels + [("tile", -(-sizes[-1] // nest.tile))]
-    return levels + [(f"i{len(sizes) - 1}", sizes[-1])]
+def fast_comment(fast: FastPath, depth: int = 1) -> list[str]:
+    """What the fast loop leaves out and counts, as a comment above it, `depth` indents in."""
+    skipped = ["the clamps to +-FLT_MAX"] if fast.dropped else []
+    counted = ["inf/NaN values"] if fast.checked else []
+    if fast.guarded:
+        skipped.append("sin/cos's large-angle reduction")
+        counted.append("angles of 2**16 or more")
+    text = (f"Fast loop, without {' and '.join(skipped)}. `misses` keeps the largest "
+            "magnitude() (the bits of |value|) of the values it checks; it reaches INF_BITS "
+            f"with any of the {' and '.join(counted)} for which the fast loop could differ "
+            "from LiteRT, and then the exact loop runs instead.")
+    return ["# " + line for line in textwrap.wrap(text, LINE_LIMIT - 2 - len(INDENT) * depth)]
 
 
 def loop_nest(ir: KernelIR, nest: Nest, threads: int, names: dict[int, str], local: NestNames,
@@ -881,7 +783,7 @@ def loop_nest(ir: KernelIR, nest: Nest, threads: int, names: dict[int, str], loc
     larger: the parts bound the threads used), and each part has its own tile buffers."""
     inner = len(nest.loops.sizes) - 1
     lines, depth = [], 0
-    for level, (name, n) in enumerate(outer_levels(nest)):
+    for level, (name, n) in enumerate(nest.levels):
         pad = INDENT * depth
         if nest.row_block and name == "i0":
             first = f"block * {nest.row_block}"
@@ -889,8 +791,7 @@ def loop_nest(ir: KernelIR, nest: Nest, threads: int, names: dict[int, str], loc
                          f"min({first} + {nest.row_block}, {nest.loops.sizes[0]})):")
             depth += 1
         elif level == 0 and threads > 1:
-            unit = nest.lanes if nest.streamed and not nest.tile else 1    # parts of whole vectors
-            step = -(-n // (threads * unit)) * unit
+            step = nest.part
             lines += [f"{pad}for part in prange({threads}):",
                       *(pad + INDENT + line for line in tile_allocations(ir, nest, local)),
                       f"{pad}{INDENT}for {name} in range(part * {step}, "
@@ -1083,7 +984,7 @@ def unrolled_nest(nest: Nest, threads: int, body: list[str], one_row: list[str])
     whole = rows - rows % unroll
     inner = [f"for i1 in range({cols}):", *(INDENT + line for line in body)]
     if threads > 1:
-        step = -(-whole // (threads * unroll)) * unroll
+        step = nest.part
         lines = [f"for part in prange({threads}):",
                  f"{INDENT}for i0 in range(part * {step}, min(part * {step} + {step}, {whole}), "
                  f"{unroll}):", *(2 * INDENT + line for line in inner)]

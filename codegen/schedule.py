@@ -52,8 +52,11 @@ on plans without compiling, and the source text stays the cache key.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
+import numpy as np
+
+from .fastpath import FastPath
 from .ir import IRError, KernelIR, Op, reduced_shape
 from .ops import TRANSCENDENTAL, TRANSCENDENTAL_COST
 from .reduce import padding_of
@@ -120,6 +123,18 @@ UNROLL_MAX_SPAN = 256
 #: instead, render.LANE_CHECKS_BELOW), else its tiles (row tiles, stages) if each starts on
 #: a vector, their last stage's outputs streamed; else nothing is streamed.
 STREAM_MIN_BYTES = 8 << 20
+
+#: Below this many elements a kernel runs on one thread: waking threads costs more.
+PARALLEL_MIN_ELEMENTS = 1 << 16
+#: Bytes of its buffers and aligned copies a kernel may keep on its stack (_on_stack): a few
+#: pages, within any thread's stack that calls the interpreter.
+STACK_BYTES = 64 << 10
+#: A streamed nest (Nest.streamed) with rows shorter than this keeps the fast loop's checks per
+#: lane of a row, a max per element in an array of the row's length, and takes their largest
+#: after the nest: the check per element into `misses` is a horizontal max at the end of every
+#: row, chain16 at C = 16 and 4M elements ran 3.3x slower for it (C = 64 1.9x, C = 96 1.9x),
+#: and the per-lane max 1.4x slower from C = 128 on.
+LANE_CHECKS_BELOW = 128
 
 #: Rows a rows nest takes through its passes together (its `tile` is their elements): the
 #: reductions of a row of 96-200 elements end in horizontal sums, divisions and square roots
@@ -205,6 +220,11 @@ class Nest:
     streamed: tuple[int, ...] = ()      # outputs stored past the caches (STREAM_MIN_BYTES)
     lanes: int = 0                      # float32 elements of one of the target's vectors
     shuffles: bool = False              # table and lookups: 64 bytes a step (codegen.lut)
+    stage_buffers: tuple[int, ...] = ()  # values a stage leaves in a tile buffer for a later one
+    bounded_copies: bool = False        # row tiles: periods copied by a loop of bounded length
+    lane_checks: bool = False           # streamed short rows: the fast loop checks per lane
+    threads: int = 1                    # parts its outermost loop is split into, one a thread
+    part: int = 0                       # ... and iterations of that loop in each part
 
     @property
     def elements(self) -> int:
@@ -213,6 +233,26 @@ class Nest:
     @property
     def row_tiled(self) -> bool:
         return bool(self.periodic)
+
+    @property
+    def levels(self) -> list[tuple[str, int]]:
+        """(loop variable, trip count) of each loop level; tiled, the innermost is over tiles;
+        in row blocks, the outermost over blocks (the rows of a block: at most `row_block`)."""
+        sizes = self.loops.sizes
+        if self.row_block:
+            return [("block", -(-sizes[0] // self.row_block)), ("i0", self.row_block),
+                    ("i1", sizes[1])]
+        levels = [(f"i{d}", n) for d, n in enumerate(sizes[:-1])]
+        if self.tile:
+            return levels + [("tile", -(-sizes[-1] // self.tile))]
+        return levels + [(f"i{len(sizes) - 1}", sizes[-1])]
+
+    @property
+    def tile_elements(self) -> int:
+        """Elements of each stage buffer: a tile, in a rows nest `row_stride` a row of it."""
+        if self.kind == "rows":
+            return self.row_stride * (self.tile // self.loops.sizes[1])
+        return self.tile
 
     @property
     def row_stride(self) -> int:
@@ -224,9 +264,13 @@ class Nest:
 
 @dataclass(frozen=True)
 class Schedule:
-    """The nests in execution order and the buffers between them (tensor id -> elements)."""
+    """The nests in execution order, the buffers between them (tensor id -> elements), the
+    tensors whose memory is on the kernel's stack (STACK_BYTES), and the fast loop, where it
+    pays (codegen.fastpath)."""
     nests: tuple[Nest, ...]
     buffers: tuple[tuple[int, int], ...]
+    stack: frozenset[int] = frozenset()
+    fast: FastPath | None = None
 
 
 def plan(ir: KernelIR, target: Target) -> Schedule:
@@ -270,7 +314,74 @@ def plan(ir: KernelIR, target: Target) -> Schedule:
             if t not in ir.outputs:
                 buffers[t] = math.prod(ir.value(t).shape)
         nests.append(_loops(ir, key[0], ops, reads, writes, tuple(set(writes) - later), target))
-    return Schedule(tuple(nests), tuple(sorted(buffers.items())))
+    nests = [_with_resources(nest, ir.threads) for nest in nests]
+    in_passes = frozenset(op.output for nest in nests if nest.kind == "rows"
+                          for stage in nest.stages for op in stage)
+    fast = FastPath.of(ir, in_passes)
+    ordered = tuple(sorted(buffers.items()))
+    return Schedule(tuple(nests), ordered, _on_stack(ir, nests, ordered),
+                    fast if fast.pays else None)
+
+
+def _with_resources(nest: Nest, requested: int) -> Nest:
+    """The nest with its stage buffers, its threads and the checks of its fast loop."""
+    stage_of = {op.output: n for n, group in enumerate(nest.stages) for op in group
+                if not op.reduction}
+    crossing = sorted({t for n, group in enumerate(nest.stages) for op in group
+                       for t in op.inputs if stage_of.get(t, n) < n} - set(nest.writes))
+    threads = _threads(requested, nest)
+    return replace(nest, stage_buffers=tuple(crossing), threads=threads,
+                   part=_part(nest, threads),
+                   bounded_copies=bool(nest.periodic) and nest.periodic[0][1] >= nest.lanes,
+                   lane_checks=bool(nest.streamed) and nest.loops.sizes[-1] < LANE_CHECKS_BELOW)
+
+
+def _threads(requested: int, nest: Nest) -> int:
+    """How many threads a nest's outer loop is split over: 1 unless the nest is large (and
+    loops: a table nest is one call)."""
+    if requested <= 1 or nest.elements < PARALLEL_MIN_ELEMENTS or nest.kind == "table":
+        return 1
+    if nest.kind != "rows" and any(op.reduction for op in nest.ops):
+        return 1                       # its outer loop may run along a reduced dim
+    return min(requested, nest.levels[0][1])
+
+
+def _part(nest: Nest, threads: int) -> int:
+    """Iterations of the outermost loop in each of `threads` parts: of steps of rows in a rows
+    nest, of whole groups of unrolled rows, of whole vectors where outputs are streamed."""
+    if threads == 1:
+        return 0
+    rows = nest.loops.sizes[0]
+    if nest.kind == "rows":
+        steps = -(-rows // (nest.row_block or nest.tile // nest.loops.sizes[1]))
+        return -(-steps // threads)
+    if nest.row_unroll:
+        whole = rows - rows % nest.row_unroll
+        return -(-whole // (threads * nest.row_unroll)) * nest.row_unroll
+    unit = nest.lanes if nest.streamed and not nest.tile else 1
+    return -(-nest.levels[0][1] // (threads * unit)) * unit
+
+
+def _on_stack(ir: KernelIR, nests: list[Nest], buffers: tuple[tuple[int, int], ...]
+              ) -> frozenset[int]:
+    """The aligned copies of periodic operands (Nest.aligned), the buffers between nests and
+    the stage buffers of one-thread nests that fit in STACK_BYTES, taken in that order (a
+    stack array costs nothing, an allocator's call as much as a small kernel); the buffers
+    beyond are allocated, and the aligned copies beyond are not made (the operands are read in
+    place). A stage buffer filled with its padding is allocated."""
+    room = STACK_BYTES
+    stack = set()
+    wanted = [(t, math.prod(ir.value(t).shape))
+              for t in dict.fromkeys(t for nest in nests for t in nest.aligned)]
+    wanted += buffers
+    wanted += [(t, nest.tile_elements) for nest in nests if nest.threads == 1
+               for t in nest.stage_buffers if t not in dict(nest.padding)]
+    for t, elements in wanted:
+        size = elements * np.dtype(ir.value(t).dtype).itemsize
+        if size <= room:
+            room -= size
+            stack.add(t)
+    return frozenset(stack)
 
 
 def _phases(ir: KernelIR) -> dict[int, int]:

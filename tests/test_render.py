@@ -13,7 +13,8 @@ from numba import njit
 from codegen.compile import KernelCache
 from codegen.ir import KernelIR, Op, Value
 from codegen.native import aligned_copy, line_aligned, stream_fence, stream_store
-from codegen.render import FastPath, TensorTableLayout
+from codegen.fastpath import FastPath
+from codegen.render import TensorTableLayout
 from codegen.schedule import STREAM_MIN_BYTES
 from conftest import HOST, builtin_interpreter, kernel_source, run, same_bits
 from fusion_delegate import FusionDelegate
@@ -227,7 +228,7 @@ def test_nests_out_of_l2_match_litert_bit_for_bit(tmp_path, rows, channels):
                                              (32768, "np.empty(32768, np.float32)")])
 def test_buffers_between_nests_go_on_the_stack_within_its_budget(channels, where):
     """x * TANH(s), s of `channels` elements: TANH's buffer on the kernel's stack, unless it
-    is larger than render.STACK_BYTES (128 KiB here); then it is allocated."""
+    is larger than schedule.STACK_BYTES (128 KiB here); then it is allocated."""
     values = (Value(0, "x", (4, channels)), Value(1, "s", (channels,)),
               Value(2, "gate", (channels,)), Value(3, "y", (4, channels)))
     ir = KernelIR(0, values, (Op(0, "TANH", (1,), 2),
