@@ -24,7 +24,8 @@ from .ir import KernelIR, Op, Value, verify
 from .lut import byte_table
 from .native import POINTERS
 from .ops import ACTIVATIONS, CHAIN_OPS, HELPER_MODULES
-from .schedule import Nest, Schedule
+from .nests import (ElementwiseNest, Nest, RowBlockNest, RowsNest, Schedule, TableNest,
+                    UnrolledRowsNest)
 
 #: Float reductions whose result is inf or NaN whenever an operand is: the fast loop checks a
 #: value a rows pass sums through the sum (rows_nest).
@@ -180,7 +181,8 @@ def render_kernel(ir: KernelIR, schedule: Schedule, layout: TensorTableLayout) -
     unstreamed = [dataclasses.replace(nest_local, values={}, lane_misses="")
                   for nest_local in local]
     exact = nest_blocks(ir, names, schedule, unstreamed, None)
-    streamed = [t for nest in schedule.nests if nest.elements for t in nest.streamed]
+    streamed = [t for nest in schedule.nests if nest.elements
+                and isinstance(nest, ElementwiseNest) for t in nest.streamed]
     if fast:
         first = [*fast_comment(fast, 1 + bool(streamed)), "misses = np.int32(0)",
                  *nest_blocks(ir, names, schedule, local, fast),
@@ -242,20 +244,27 @@ def nest_names(schedule: Schedule, names: dict[int, str]) -> list[NestNames]:
 
     result = []
     for nest in schedule.nests:
+        rows_nest, elementwise = isinstance(nest, RowsNest), isinstance(nest, ElementwiseNest)
+        tiled = rows_nest or elementwise and nest.tile
+        periodic = dict(nest.periodic) if elementwise else {}
         inner = len(nest.loops.sizes) - 1
-        sliced = [t for t in (*nest.reads, *nest.writes) if nest.tile and t not in
-                  dict(nest.periodic) and not nest.loops.broadcast[t][inner]]
+        sliced = [t for t in (*nest.reads, *nest.writes) if tiled and t not in periodic
+                  and not nest.loops.broadcast[t][inner]]
         stored = [op.output for op in nest.ops if op.reduction and op.output in nest.writes
-                  and nest.kind == "rows"]
+                  and rows_nest]
         temporaries = [op.output for op in nest.ops if op.output not in nest.writes]
-        result.append(NestNames({t: fresh(f"{names[t]}_buf") for t in nest.stage_buffers},
-                                {t: fresh(f"{names[t]}_rows") for t, _ in nest.periodic},
+        unroll = nest.unroll if isinstance(nest, UnrolledRowsNest) else 1
+        stage_buffers = nest.stage_buffers if rows_nest or elementwise else ()
+        result.append(NestNames({t: fresh(f"{names[t]}_buf") for t in stage_buffers},
+                                {t: fresh(f"{names[t]}_rows") for t in periodic},
                                 {t: fresh(f"{names[t]}_t") for t in dict.fromkeys(sliced)},
                                 {t: fresh(f"{names[t]}_acc") for t in stored},
                                 {(t, row): fresh(f"{names[t]}_r{row}") for row in
-                                 range(1, nest.row_unroll) for t in temporaries},
-                                {t: fresh(f"{names[t]}_value") for t in nest.streamed},
-                                fresh("lane_misses") if nest.lane_checks else ""))
+                                 range(1, unroll) for t in temporaries},
+                                {t: fresh(f"{names[t]}_value")
+                                 for t in (nest.streamed if elementwise else ())},
+                                fresh("lane_misses") if elementwise and nest.lane_checks
+                                else ""))
     return result
 
 
@@ -265,12 +274,14 @@ def allocations(ir: KernelIR, names: dict[int, str], schedule: Schedule,
     (schedule.Nest.aligned) it makes, the buffers between nests and the stage buffers of
     one-thread tiles, each on the stack or allocated as the schedule says."""
     lines = [f"{names[t]} = aligned_copy({names[t]})"
-             for t in dict.fromkeys(t for nest in schedule.nests for t in nest.aligned)
+             for t in dict.fromkeys(t for nest in schedule.nests
+                                    if isinstance(nest, (ElementwiseNest, UnrolledRowsNest))
+                                    for t in nest.aligned)
              if t in schedule.stack]
     lines += [buffer(names[t], n, ir.value(t).dtype, t in schedule.stack)
               for t, n in schedule.buffers]
     for nest, nest_local in zip(schedule.nests, local):
-        if nest.threads == 1:
+        if nest.threads == 1 and isinstance(nest, (ElementwiseNest, RowsNest)):
             lines += tile_allocations(ir, nest, nest_local, schedule.stack)
     return lines
 
@@ -283,12 +294,12 @@ def buffer(name: str, elements: int, dtype: str, on_stack: bool = False) -> str:
     return f"{name} = np.empty({elements}, np.{dtype})"
 
 
-def tile_allocations(ir: KernelIR, nest: Nest, local: NestNames,
+def tile_allocations(ir: KernelIR, nest: ElementwiseNest | RowsNest, local: NestNames,
                      stack: frozenset[int] = frozenset()) -> list[str]:
     """The stage buffers of a tile (in a rows nest, `row_stride` elements a row), those padded
     past the row's end filled with their padding, the others on the stack if in `stack`."""
     size = nest.tile_elements
-    fills = dict(nest.padding)
+    fills = dict(nest.padding) if isinstance(nest, RowsNest) else {}
     return [f"{name} = np.full({size}, {fills[t]}, np.{ir.value(t).dtype})" if t in fills
             else buffer(name, size, ir.value(t).dtype, t in stack)
             for t, name in local.stages.items()]
@@ -299,45 +310,104 @@ def nest_blocks(ir: KernelIR, names: dict[int, str], schedule: Schedule,
     """Every nest in order, each under a comment saying what it computes and how it loops."""
     lines = []
     for number, (nest, nest_local) in enumerate(zip(schedule.nests, local), 1):
-        n = nest.threads
-        if nest.elements == 0:
-            continue
-        if nest.kind == "table":
-            (op,) = nest.ops
-            lines += [*nest_comment(names, nest, number, n),
-                      f"{lookup(nest)}({names[op.inputs[0]]}, {names[op.output]}, "
-                      f"{table_name(names, op)})"]
-            continue
-        if nest.kind == "rows":
-            lines += [*nest_comment(names, nest, number, n),
-                      *rows_nest(ir, names, nest, n, nest_local, fast)]
-            continue
-        depth = len(nest.levels) + 1 + (n > 1) + (nest.tile > 0)
-        lanes, cols = "", nest.loops.sizes[-1]
-        misses_into = "misses"
-        if fast and nest_local.lane_misses and checks_in(nest, fast):
-            lanes, inner = nest_local.lane_misses, f"i{len(nest.loops.sizes) - 1}"
-            misses_into = f"{lanes}[{inner if n == 1 else f'part * {cols} + {inner}'}]"
-        bodies = loop_body(ir, names, nest, nest_local, fast, depth, nest.row_unroll or 1,
-                           misses_into)
-        if nest.row_unroll:
-            loops = unrolled_nest(nest, n, bodies[0],
-                                  loop_body(ir, names, nest, nest_local, fast, depth)[0])
-        else:
-            loops = loop_nest(ir, nest, n, names, nest_local, bodies,
-                              block_checks(names, nest, fast))
-        if nest_local.values:
-            loops.append(INDENT * (n > 1) + "stream_fence()")
-        lines += [*nest_comment(names, nest, number, n, bool(nest_local.values)),
-                  *periodic_copies(ir, names, nest, nest_local),
-                  *(f"{names[op.output]}[:] = {op.init}" for op in nest.ops
-                    if op.reduction),
-                  *([f"{lanes} = stack_empty({n * cols}, np.int32)", f"{lanes}[:] = 0"]
-                    if lanes else []),
-                  *loops,
-                  *([f"misses = max(misses, {lanes}.max())"] if lanes else []),
-                  *(line for op in nest.ops if op.reduction for line in finish(ir, names, op))]
+        if nest.elements:
+            lines += EMITTERS[type(nest)](ir, names, nest, number, nest_local, fast)
     return lines
+
+
+def table_nest(ir: KernelIR, names: dict[int, str], nest: TableNest, number: int,
+               local: NestNames, fast: FastPath | None) -> list[str]:
+    """One call looking up the whole tensor."""
+    op = nest.op
+    how = ", 64 elements a step with byte shuffles where the CPU has them (codegen.lut)"
+    return [*nest_comment(names, nest, number, how),
+            f"{lookup(nest)}({names[op.inputs[0]]}, {names[op.output]}, {table_name(names, op)})"]
+
+
+def elementwise_nest(ir: KernelIR, names: dict[int, str], nest: ElementwiseNest, number: int,
+                     local: NestNames, fast: FastPath | None) -> list[str]:
+    """The loops of the nest (loop_nest) between what they need first (row-tile copies,
+    reductions' initial values, per-lane checks) and what follows (a reduction's finish)."""
+    n = nest.threads
+    depth = len(nest.levels) + 1 + (n > 1) + (nest.tile > 0)
+    lanes, cols = "", nest.loops.sizes[-1]
+    misses_into = "misses"
+    if fast and local.lane_misses and checks_in(nest, fast):
+        lanes, inner = local.lane_misses, f"i{len(nest.loops.sizes) - 1}"
+        misses_into = f"{lanes}[{inner if n == 1 else f'part * {cols} + {inner}'}]"
+    loops = loop_nest(ir, nest, names, local,
+                      loop_body(ir, names, nest, local, fast, depth, misses_into=misses_into))
+    if local.values:
+        loops.append(INDENT * (n > 1) + "stream_fence()")
+    how = ""
+    if nest.periodic:
+        period = nest.periodic[0][1]
+        how = f" in tiles of {nest.tile // period} rows of {period}"
+    elif nest.tile:
+        how = f" in tiles of {nest.tile}, stage by stage"
+    if local.values:
+        how += ", its outputs streamed"
+    return [*nest_comment(names, nest, number, how),
+            *periodic_copies(ir, names, nest, local),
+            *(f"{names[op.output]}[:] = {op.init}" for op in nest.ops if op.reduction),
+            *([f"{lanes} = stack_empty({n * cols}, np.int32)", f"{lanes}[:] = 0"]
+              if lanes else []),
+            *loops,
+            *([f"misses = max(misses, {lanes}.max())"] if lanes else []),
+            *(line for op in nest.ops if op.reduction for line in finish(ir, names, op))]
+
+
+def row_block_nest(ir: KernelIR, names: dict[int, str], nest: RowBlockNest, number: int,
+                   local: NestNames, fast: FastPath | None) -> list[str]:
+    """The rows block by block (with threads, parts of whole blocks), the fast loop's checks
+    of a block's outputs after it (block_checks)."""
+    rows, cols = nest.loops.sizes
+    first = f"block * {nest.rows_per_block}"
+    lines, depth = outer_loop(nest, *nest.levels[0])
+    (body,) = loop_body(ir, names, nest, local, fast, depth + 3)
+    pad = INDENT * depth
+    return [*nest_comment(names, nest, number, f" in blocks of {nest.rows_per_block} rows"),
+            *lines, f"{pad}for i0 in range({first}, min({first} + {nest.rows_per_block}, {rows})):",
+            f"{pad}{INDENT}for i1 in range({cols}):",
+            *(pad + 2 * INDENT + line for line in body),
+            *(pad + line for line in block_checks(names, nest, fast))]
+
+
+def unrolled_rows_nest(ir: KernelIR, names: dict[int, str], nest: UnrolledRowsNest,
+                       number: int, local: NestNames, fast: FastPath | None) -> list[str]:
+    """Unrolled rows: the rows `nest.unroll` at a time (with threads, parts of a whole number
+    of them), each iteration of the inner loop over them all; the rows left over, one at a
+    time."""
+    depth = 3 + (nest.threads > 1)
+    (body,) = loop_body(ir, names, nest, local, fast, depth, nest.unroll)
+    (one_row,) = loop_body(ir, names, nest, local, fast, depth)
+    (rows, cols), unroll = nest.loops.sizes, nest.unroll
+    whole = rows - rows % unroll
+    inner = [f"for i1 in range({cols}):", *(INDENT + line for line in body)]
+    if nest.threads > 1:
+        step = nest.part
+        lines = [f"for part in prange({nest.threads}):",
+                 f"{INDENT}for i0 in range(part * {step}, min(part * {step} + {step}, {whole}), "
+                 f"{unroll}):", *(2 * INDENT + line for line in inner)]
+    else:
+        lines = [f"for i0 in range(0, {whole}, {unroll}):", *(INDENT + line for line in inner)]
+    if whole < rows:
+        lines += [f"for i0 in range({whole}, {rows}):", f"{INDENT}for i1 in range({cols}):",
+                  *(2 * INDENT + line for line in one_row)]
+    return [*nest_comment(names, nest, number, f", {nest.unroll} rows an iteration"), *lines]
+
+
+def outer_loop(nest: Nest, name: str, count: int,
+               setup: list[str] = ()) -> tuple[list[str], int]:
+    """The outermost loop over `count` iterations, and the depth of its body: with threads,
+    over the nest's part of them in a prange over parts, each with its own `setup` (numba's
+    pool may be larger: the parts bound the threads used)."""
+    if nest.threads == 1:
+        return [f"for {name} in range({count}):"], 1
+    step = nest.part
+    return [f"for part in prange({nest.threads}):", *(INDENT + line for line in setup),
+            f"{INDENT}for {name} in range(part * {step}, min(part * {step} + {step}, "
+            f"{count})):"], 2
 
 
 def checks_in(nest: Nest, fast: FastPath) -> bool:
@@ -387,16 +457,32 @@ def reduced_count(ir: KernelIR, op: Op) -> int:
     return math.prod(shape[a] for a in dict(op.params)["axes"])
 
 
-def rows_nest(ir: KernelIR, names: dict[int, str], nest: Nest, threads: int, local: NestNames,
-              fast: FastPath | None) -> list[str]:
-    """A `rows` nest: one loop over steps of `nest.tile // cols` rows (split over threads), in
-    it the per-row scalar ops and one pass over the rows' elements per stage, each reduction a
-    scalar accumulator per row named after its result. Arrays the passes read or write whole
-    are sliced to the row. The rows of a step go through each pass together, each under its
-    own names (`mean_a`, `mean_b`): their reductions are independent, so one row's horizontal
-    sums, divisions and square roots overlap with the other's loads and adds."""
-    if nest.row_block:
-        return blocked_rows_nest(ir, names, nest, threads, local, fast)
+def rows_nest(ir: KernelIR, names: dict[int, str], nest: RowsNest, number: int,
+              local: NestNames, fast: FastPath | None) -> list[str]:
+    """A rows nest: one loop over steps of `nest.step_rows` rows (split over threads), in it
+    the per-row scalar ops and one pass over the rows' elements per stage, each reduction a
+    scalar accumulator per row named after its result; the rows of a step go through the
+    passes together (rows_together) or, with the per-row ops across them, one by one
+    (rows_across)."""
+    rows, cols = nest.loops.sizes
+    if nest.across:
+        how = (f" as {rows} rows of {cols} in blocks of {nest.step_rows}: a pass over each row "
+               "per phase, the per-row ops over the block's rows at once")
+        body = rows_across(ir, names, nest, local, fast)
+    else:
+        how = (f" as {rows} rows of {cols}, {nest.step_rows} row"
+               f"{'s' if nest.step_rows > 1 else ''} a step: one pass over the step's rows per "
+               "phase, the per-row values in registers")
+        body = rows_together(ir, names, nest, local, fast)
+    return [*nest_comment(names, nest, number, how), *body]
+
+
+def rows_together(ir: KernelIR, names: dict[int, str], nest: RowsNest, local: NestNames,
+                  fast: FastPath | None) -> list[str]:
+    """Arrays the passes read or write whole are sliced to the row. The rows of a step go
+    through each pass together, each under its own names (`mean_a`, `mean_b`): their
+    reductions are independent, so one row's horizontal sums, divisions and square roots
+    overlap with the other's loads and adds."""
     rows, cols = nest.loops.sizes
     lines, length, padded_length = row_lengths(names, nest, local)
     in_step = row_names(ir, names, nest, local, fast)
@@ -405,7 +491,7 @@ def rows_nest(ir: KernelIR, names: dict[int, str], nest: Nest, threads: int, loc
     step = "i0" if per_step == 1 else fresh_name("step", kernel_names(names, local))
     if steps * per_step > rows:
         lines.append(f"# With {rows} rows, the last step has row {rows - 1} more than once.")
-    lines, depth = step_loop(ir, nest, local, lines, step, steps, threads)
+    lines, depth = step_loop(ir, nest, local, lines, step, steps)
     width = LINE_LIMIT - len(INDENT) * (depth + 1)
     body = []
     for k, row in enumerate(in_step if per_step > 1 else ()):
@@ -471,22 +557,18 @@ def rows_nest(ir: KernelIR, names: dict[int, str], nest: Nest, threads: int, loc
     return lines + [INDENT * depth + line for line in body]
 
 
-def step_loop(ir: KernelIR, nest: Nest, local: NestNames, setup: list[str], step: str,
-              steps: int, threads: int) -> tuple[list[str], int]:
-    """A rows nest's loop over its steps after `setup` (its lengths and arrays), split over
-    `threads` parts, and the depth of the loop's body. Each part has its own setup and row
-    buffers: there LLVM sees the lengths' bound as in the one-thread kernel, so it sums a row
-    in the same order, and so to the same bits."""
-    if threads == 1:
+def step_loop(ir: KernelIR, nest: RowsNest, local: NestNames, setup: list[str], step: str,
+              steps: int) -> tuple[list[str], int]:
+    """A rows nest's loop over its steps after `setup` (its lengths and arrays), and the depth
+    of the loop's body. With threads, each part has its own setup and row buffers: there LLVM
+    sees the lengths' bound as in the one-thread kernel, so it sums a row in the same order,
+    and so to the same bits."""
+    if nest.threads == 1:
         return [*setup, f"for {step} in range({steps}):"], 1
-    part = nest.part
-    return [f"for part in prange({threads}):",
-            *(INDENT + line for line in [*setup, *tile_allocations(ir, nest, local)]),
-            f"{INDENT}for {step} in range(part * {part}, min(part * {part} + {part}, "
-            f"{steps})):"], 2
+    return outer_loop(nest, step, steps, [*setup, *tile_allocations(ir, nest, local)])
 
 
-def row_lengths(names: dict[int, str], nest: Nest, local: NestNames) -> tuple[list[str], str,
+def row_lengths(names: dict[int, str], nest: RowsNest, local: NestNames) -> tuple[list[str], str,
                                                                              str]:
     """The lines computing a rows nest's row lengths, and the length of a pass over the row
     and of one over it and past its end (schedule._padded_stages)."""
@@ -510,16 +592,16 @@ def row_lengths(names: dict[int, str], nest: Nest, local: NestNames) -> tuple[li
             f" * {nest.lanes}"], "row_length", "padded_length"
 
 
-def blocked_rows_nest(ir: KernelIR, names: dict[int, str], nest: Nest, threads: int,
-                      local: NestNames, fast: FastPath | None) -> list[str]:
-    """A rows nest over blocks of `nest.row_block` rows: each pass runs over the block's rows
+def rows_across(ir: KernelIR, names: dict[int, str], nest: RowsNest, local: NestNames,
+                fast: FastPath | None) -> list[str]:
+    """A rows nest over blocks of `nest.step_rows` rows: each pass runs over the block's rows
     one after another, and the per-row ops between passes in one loop over the block, which
     LLVM vectorises across rows (an int8 LayerNorm over 1024 rows of 24: 42 us with its
     fixed-point per-row ops two rows a step, 36 us in blocks). The per-row values read outside
     their loop are arrays of the block's rows (`mean_rows[r]`); a pass accumulates each row
     in a scalar."""
     rows, cols = nest.loops.sizes
-    block = nest.row_block
+    block = nest.step_rows
     steps = -(-rows // block)
     lines, length, padded_length = row_lengths(names, nest, local)
     taken = kernel_names(names, local)
@@ -540,7 +622,7 @@ def blocked_rows_nest(ir: KernelIR, names: dict[int, str], nest: Nest, threads: 
                    checks, names)
     lines += [f"{a} = np.empty({block}, np.{ir.value(t).dtype})" for t, a in arrays.items()]
     block_length = bounded_length(next(iter(arrays.values())), block) if arrays else str(block)
-    lines, depth = step_loop(ir, nest, local, lines, step, steps, threads)
+    lines, depth = step_loop(ir, nest, local, lines, step, steps)
     width = LINE_LIMIT - len(INDENT) * (depth + 2)
     first_row = [f"i0 = min({step} * {block} + {r}, {rows - 1})"]
     literals = {v.tensor: value_literal(v) for v in ir.values if v.literal is not None}
@@ -618,12 +700,11 @@ class RowNames:
     kernel: dict
 
 
-def row_names(ir: KernelIR, names: dict[int, str], nest: Nest, local: NestNames,
+def row_names(ir: KernelIR, names: dict[int, str], nest: RowsNest, local: NestNames,
               fast: FastPath | None) -> list[RowNames]:
     """Per row of a step, names suffixed `_a`, `_b`, ... (none for one row a step) for all that
     differs from row to row; a [cols] operand's slice is the step's."""
-    rows, cols = nest.loops.sizes
-    per_step = nest.tile // cols
+    per_step = nest.step_rows
     taken = kernel_names(names, local)
     suffixes = ROW_SUFFIXES[:per_step] if per_step > 1 else ("",)
     computed = {op.output for op in nest.ops} - set(nest.writes)    # scalars, not arrays
@@ -722,32 +803,13 @@ def statements(ir: KernelIR, nest: Nest, row: RowNames, fast: FastPath | None,
     return lines + count_misses(misses, width)
 
 
-def nest_comment(names: dict[int, str], nest: Nest, number: int, threads: int,
-                 streamed: bool = False) -> list[str]:
-    """`# Nest 2 over [1, 56, 56, 16], as [50176] in tiles of 16 rows: ADD, MUL -> out`."""
-    how = f" as {list(nest.loops.sizes)}" if list(nest.loops.sizes) != list(nest.domain) else ""
-    if nest.kind == "table":
-        how += ", 64 elements a step with byte shuffles where the CPU has them (codegen.lut)"
-    elif nest.kind == "rows":
-        rows, cols = nest.loops.sizes
-        per_step = nest.tile // cols
-        how = (f" as {rows} rows of {cols} in blocks of {nest.row_block}: a pass over each row "
-               "per phase, the per-row ops over the block's rows at once" if nest.row_block else
-               f" as {rows} rows of {cols}, {per_step} row{'s' if per_step > 1 else ''} a step: "
-               "one pass over the step's rows per phase, the per-row values in registers")
-    elif nest.row_tiled:
-        period = nest.periodic[0][1]
-        how += f" in tiles of {nest.tile // period} rows of {period}"
-    elif nest.row_block:
-        how += f" in blocks of {nest.row_block} rows"
-    elif nest.row_unroll:
-        how += f", {nest.row_unroll} rows an iteration"
-    elif nest.tile:
-        how += f" in tiles of {nest.tile}, stage by stage"
-    if streamed:
-        how += ", its outputs streamed"
-    if threads > 1:
-        how += f", on {threads} threads"
+def nest_comment(names: dict[int, str], nest: Nest, number: int, how: str = "") -> list[str]:
+    """`# Nest 2 over [1, 56, 56, 16], as [50176] in tiles of 16 rows: ADD, MUL -> out`: `how`
+    after the nest's collapsed loops, if they differ from its domain."""
+    if not how.startswith(" as ") and list(nest.loops.sizes) != list(nest.domain):
+        how = f" as {list(nest.loops.sizes)}{how}"
+    if nest.threads > 1:
+        how += f", on {nest.threads} threads"
     ops = ", ".join(dict.fromkeys(name for op in nest.ops for name in op.source_ops)
                     or map(op_title, nest.ops))
     writes = ", ".join(names[t] for t in nest.writes)
@@ -774,37 +836,18 @@ def fast_comment(fast: FastPath, depth: int = 1) -> list[str]:
     return ["# " + line for line in textwrap.wrap(text, LINE_LIMIT - 2 - len(INDENT) * depth)]
 
 
-def loop_nest(ir: KernelIR, nest: Nest, threads: int, names: dict[int, str], local: NestNames,
-              bodies: list[list[str]], after_block: list[str]) -> list[str]:
+def loop_nest(ir: KernelIR, nest: ElementwiseNest, names: dict[int, str], local: NestNames,
+              bodies: list[list[str]]) -> list[str]:
     """The loops around the stage bodies. Tiled, the innermost dimension runs tile by tile,
-    each stage's loop over the whole tile before the next stage's. In row blocks, the rows
-    run block by block, `after_block` after each block. With threads, the outermost loop is
-    cut into one contiguous part per thread, a prange over the parts (numba's pool may be
-    larger: the parts bound the threads used), and each part has its own tile buffers."""
+    each stage's loop over the whole tile before the next stage's. With threads, each part of
+    the outermost loop has its own tile buffers."""
     inner = len(nest.loops.sizes) - 1
-    lines, depth = [], 0
-    for level, (name, n) in enumerate(nest.levels):
-        pad = INDENT * depth
-        if nest.row_block and name == "i0":
-            first = f"block * {nest.row_block}"
-            lines.append(f"{pad}for i0 in range({first}, "
-                         f"min({first} + {nest.row_block}, {nest.loops.sizes[0]})):")
-            depth += 1
-        elif level == 0 and threads > 1:
-            step = nest.part
-            lines += [f"{pad}for part in prange({threads}):",
-                      *(pad + INDENT + line for line in tile_allocations(ir, nest, local)),
-                      f"{pad}{INDENT}for {name} in range(part * {step}, "
-                      f"min(part * {step} + {step}, {n})):"]
-            depth += 2
-        else:
-            lines.append(f"{pad}for {name} in range({n}):")
-            depth += 1
+    (name, n), *levels = nest.levels
+    lines, depth = outer_loop(nest, name, n, tile_allocations(ir, nest, local))
+    for name, n in levels:
+        lines.append(f"{INDENT * depth}for {name} in range({n}):")
+        depth += 1
     pad = INDENT * depth
-    if nest.row_block:
-        pad = INDENT * (depth - 2)
-        return lines + [INDENT * depth + line for line in bodies[0]] + [
-            pad + line for line in after_block]
     if not nest.tile:
         return lines + [pad + line for line in bodies[0]]
     lines += [f"{pad}start = tile * {nest.tile}",
@@ -896,9 +939,10 @@ def loop_body(ir: KernelIR, names: dict[int, str], nest: Nest, local: NestNames,
     literals = {v.tensor: value_literal(v) for v in ir.values if v.literal is not None}
     exprs = [{**literals, **{t: element(names, nest, local, t, row) for t in nest.reads}}
              for row in range(rows)]
+    lookups = nest.lookups if isinstance(nest, ElementwiseNest) else ()
     bodies = []
     for ops in nest.stages:
-        if ops[0].output in nest.lookups:
+        if ops[0].output in lookups:
             (op,) = ops
             target = op.output
             for row, row_exprs in enumerate(exprs):
@@ -918,12 +962,12 @@ def loop_body(ir: KernelIR, names: dict[int, str], nest: Nest, local: NestNames,
     return bodies
 
 
-def lookup(nest: Nest) -> str:
+def lookup(nest: ElementwiseNest | TableNest) -> str:
     """The helper a nest looks bytes up with (codegen.lut): by byte shuffles where it may."""
     return "lookup_bytes" if nest.shuffles else "lookup_bytes_scalar"
 
 
-def tile_array(nest: Nest, local: NestNames, tensor: int) -> str:
+def tile_array(nest: ElementwiseNest, local: NestNames, tensor: int) -> str:
     """A tile of `tensor` as an array: its slice of a nest array, or its stage buffer, cut to
     the tile's length where the last tile is shorter."""
     if tensor in local.slices:
@@ -959,7 +1003,7 @@ def row_statements(ir: KernelIR, names: dict[int, str], nest: Nest, local: NestN
             array, at = element_at(names, nest, local, op.output, row)
             lines += wrap_call("stream_store(", [array, at, target], ")", width=width)
         if fast and op.output in fast.checked and not (
-                nest.row_block and op.output in nest.writes):
+                isinstance(nest, RowBlockNest) and op.output in nest.writes):
             misses.append(f"magnitude({target})")
         exprs[op.output] = target
     return lines
@@ -976,38 +1020,18 @@ def count_misses(misses: list[str], width: int, into: str = "misses") -> list[st
     return []
 
 
-def unrolled_nest(nest: Nest, threads: int, body: list[str], one_row: list[str]) -> list[str]:
-    """Unrolled rows: the rows `nest.row_unroll` at a time (with threads, parts of a whole
-    number of them), each iteration of the inner loop `body` over them all; the rows left
-    over, one at a time."""
-    (rows, cols), unroll = nest.loops.sizes, nest.row_unroll
-    whole = rows - rows % unroll
-    inner = [f"for i1 in range({cols}):", *(INDENT + line for line in body)]
-    if threads > 1:
-        step = nest.part
-        lines = [f"for part in prange({threads}):",
-                 f"{INDENT}for i0 in range(part * {step}, min(part * {step} + {step}, {whole}), "
-                 f"{unroll}):", *(2 * INDENT + line for line in inner)]
-    else:
-        lines = [f"for i0 in range(0, {whole}, {unroll}):", *(INDENT + line for line in inner)]
-    if whole < rows:
-        lines += [f"for i0 in range({whole}, {rows}):", f"{INDENT}for i1 in range({cols}):",
-                  *(2 * INDENT + line for line in one_row)]
-    return lines
-
-
-def block_checks(names: dict[int, str], nest: Nest, fast: FastPath | None) -> list[str]:
+def block_checks(names: dict[int, str], nest: RowBlockNest, fast: FastPath | None) -> list[str]:
     """After a row block, the fast loop's checks of what the block stored: one flat loop over
     the block's elements, still in L1, instead of a check per element in the short inner loop
     (which would finish its max-reduction every row). The loop counts from 0: from the block's
     first element, LLVM vectorised it with gathers at some row lengths (48, 112, 144; 4x
     slower)."""
     checked = [t for t in nest.writes if fast and t in fast.checked]
-    if not nest.row_block or not checked:
+    if not checked:
         return []
     rows, cols = nest.loops.sizes
-    first = f"block * {nest.row_block}"
-    return [f"for j in range((min({first} + {nest.row_block}, {rows}) - {first}) * {cols}):",
+    first = f"block * {nest.rows_per_block}"
+    return [f"for j in range((min({first} + {nest.rows_per_block}, {rows}) - {first}) * {cols}):",
             *(INDENT + line for line in count_misses(
                 [f"magnitude({names[t]}[{first} * {cols} + j])" for t in checked],
                 LINE_LIMIT - 4 * len(INDENT)))]
@@ -1065,7 +1089,8 @@ def tables(ir: KernelIR, names: dict[int, str], schedule: Schedule) -> list[str]
     """The module constants of the kernel's LUT ops (numba compiles them in as constants):
     indexed by q - qmin, or in table nests by the element's raw byte (codegen.lut)."""
     by_byte = {t for nest in schedule.nests
-               for t in ((nest.ops[0].output,) if nest.kind == "table" else nest.lookups)}
+               for t in ((nest.op.output,) if isinstance(nest, TableNest)
+                         else nest.lookups if isinstance(nest, ElementwiseNest) else ())}
     lines = []
     for op in ir.ops:
         if op.op not in ("LUT", "ROW_LUT"):
@@ -1115,3 +1140,8 @@ def entry_point(ir: KernelIR, names: dict[int, str], memory: list[int],
     lines += [*wrap_call(f"{ir.name}(", [names[t] for t in memory], ")", INDENT),
               f"{INDENT}return 0"]
     return lines
+
+
+#: The emitter of each kind of nest (codegen.nests).
+EMITTERS = {ElementwiseNest: elementwise_nest, RowBlockNest: row_block_nest,
+            UnrolledRowsNest: unrolled_rows_nest, RowsNest: rows_nest, TableNest: table_nest}

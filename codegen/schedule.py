@@ -52,12 +52,14 @@ on plans without compiling, and the source text stays the cache key.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, replace
+from dataclasses import replace
 
 import numpy as np
 
 from .fastpath import FastPath
 from .ir import IRError, KernelIR, Op, reduced_shape
+from .nests import (ElementwiseNest, LoopNest, Nest, RowBlockNest, RowsNest, Schedule, TableNest,
+                    UnrolledRowsNest, collapse)
 from .ops import TRANSCENDENTAL, TRANSCENDENTAL_COST
 from .reduce import padding_of
 from .target import Target
@@ -149,130 +151,6 @@ ROWS_PER_STEP = 2
 FIXED_POINT_ROW_BLOCK = 64
 
 
-@dataclass(frozen=True)
-class LoopNest:
-    """The collapsed iteration space and, per tensor, which of its dims are broadcast."""
-    sizes: tuple[int, ...]
-    broadcast: dict                      # tensor id -> tuple[bool, ...] over `sizes`
-
-    def strides(self, tensor: int) -> list[tuple[int, int]]:
-        """(loop dim, element stride) of each dim the tensor varies along, outermost first."""
-        dims = [d for d, b in enumerate(self.broadcast[tensor]) if not b]
-        strides, stride = [], 1
-        for d in reversed(dims):
-            strides.append((d, stride))
-            stride *= self.sizes[d]
-        return strides[::-1]
-
-
-def collapse(shape: tuple[int, ...], operands: dict) -> LoopNest:
-    """Drop size-1 dims and merge adjacent dims with the same broadcast pattern for every
-    operand (TFLite's broadcast collapsing), so the inner loop is as long as possible."""
-    rank = len(shape)
-    masks = {}
-    for tensor, operand_shape in operands.items():
-        aligned = (1,) * (rank - len(operand_shape)) + tuple(operand_shape)
-        masks[tensor] = [a == 1 and s != 1 for a, s in zip(aligned, shape)]
-    keep = [d for d in range(rank) if shape[d] != 1]
-    sizes: list[int] = []
-    merged = {t: [] for t in operands}
-    for d in keep:
-        pattern = [masks[t][d] for t in operands]
-        if sizes and pattern == [merged[t][-1] for t in operands]:
-            sizes[-1] *= shape[d]
-            continue
-        sizes.append(shape[d])
-        for t in operands:
-            merged[t].append(masks[t][d])
-    if not sizes:
-        return LoopNest((1,), {t: (False,) for t in operands})
-    return LoopNest(tuple(sizes), {t: tuple(m) for t, m in merged.items()})
-
-
-@dataclass(frozen=True)
-class Nest:
-    """One loop nest: `ops` (all of output shape `domain`) over the collapsed `loops`.
-
-    reads: tensors it loads (partition inputs, buffers and outputs of earlier nests);
-    writes: tensors it stores (partition outputs, buffers for later nests). tile > 0: the
-    innermost loop runs tile by tile, `tile` elements each; periodic: operands read through a
-    copy repeated to one tile (row tiles), by tensor, with their period; row_block > 0: the
-    [M, C] nest runs `row_block` rows at a time (row blocks); row_unroll > 0: its inner loop
-    computes `row_unroll` rows an iteration (unrolled rows); stages: the ops, one group per
-    loop over a tile (one group: a single loop).
-    """
-    domain: tuple[int, ...]
-    ops: tuple[Op, ...]
-    loops: LoopNest
-    reads: tuple[int, ...]
-    writes: tuple[int, ...]
-    tile: int = 0
-    periodic: tuple[tuple[int, int], ...] = ()
-    stages: tuple[tuple[Op, ...], ...] = ()
-    row_block: int = 0
-    row_unroll: int = 0
-    aligned: tuple[int, ...] = ()       # periodic operands read through cache-aligned copies
-    kind: str = "elementwise"           # "table": one byte LUT over a whole tensor; "rows"
-    per_row: tuple[tuple[Op, ...], ...] = ()  # rows: the scalar ops before each stage, and last
-    lookups: tuple[int, ...] = ()       # outputs of LUTs run as a stage of byte lookups
-    padded: tuple[int, ...] = ()        # rows: the stages that run over whole vectors, and
-    padding: tuple[tuple[int, str], ...] = ()  # what each row buffer holds past the row's end
-    streamed: tuple[int, ...] = ()      # outputs stored past the caches (STREAM_MIN_BYTES)
-    lanes: int = 0                      # float32 elements of one of the target's vectors
-    shuffles: bool = False              # table and lookups: 64 bytes a step (codegen.lut)
-    stage_buffers: tuple[int, ...] = ()  # values a stage leaves in a tile buffer for a later one
-    bounded_copies: bool = False        # row tiles: periods copied by a loop of bounded length
-    lane_checks: bool = False           # streamed short rows: the fast loop checks per lane
-    threads: int = 1                    # parts its outermost loop is split into, one a thread
-    part: int = 0                       # ... and iterations of that loop in each part
-
-    @property
-    def elements(self) -> int:
-        return math.prod(self.domain)
-
-    @property
-    def row_tiled(self) -> bool:
-        return bool(self.periodic)
-
-    @property
-    def levels(self) -> list[tuple[str, int]]:
-        """(loop variable, trip count) of each loop level; tiled, the innermost is over tiles;
-        in row blocks, the outermost over blocks (the rows of a block: at most `row_block`)."""
-        sizes = self.loops.sizes
-        if self.row_block:
-            return [("block", -(-sizes[0] // self.row_block)), ("i0", self.row_block),
-                    ("i1", sizes[1])]
-        levels = [(f"i{d}", n) for d, n in enumerate(sizes[:-1])]
-        if self.tile:
-            return levels + [("tile", -(-sizes[-1] // self.tile))]
-        return levels + [(f"i{len(sizes) - 1}", sizes[-1])]
-
-    @property
-    def tile_elements(self) -> int:
-        """Elements of each stage buffer: a tile, in a rows nest `row_stride` a row of it."""
-        if self.kind == "rows":
-            return self.row_stride * (self.tile // self.loops.sizes[1])
-        return self.tile
-
-    @property
-    def row_stride(self) -> int:
-        """Elements of one row in a rows nest's row buffers: its length, rounded up to whole
-        vectors where some stage runs over them."""
-        cols = self.loops.sizes[-1]
-        return -(-cols // self.lanes) * self.lanes if self.padded else cols
-
-
-@dataclass(frozen=True)
-class Schedule:
-    """The nests in execution order, the buffers between them (tensor id -> elements), the
-    tensors whose memory is on the kernel's stack (STACK_BYTES), and the fast loop, where it
-    pays (codegen.fastpath)."""
-    nests: tuple[Nest, ...]
-    buffers: tuple[tuple[int, int], ...]
-    stack: frozenset[int] = frozenset()
-    fast: FastPath | None = None
-
-
 def plan(ir: KernelIR, target: Target) -> Schedule:
     """Place every op in the nest of its domain (its output shape, a reduction's input shape)
     and phase; order the nests so each runs after the nests it reads from, earlier phases and
@@ -314,8 +192,8 @@ def plan(ir: KernelIR, target: Target) -> Schedule:
             if t not in ir.outputs:
                 buffers[t] = math.prod(ir.value(t).shape)
         nests.append(_loops(ir, key[0], ops, reads, writes, tuple(set(writes) - later), target))
-    nests = [_with_resources(nest, ir.threads) for nest in nests]
-    in_passes = frozenset(op.output for nest in nests if nest.kind == "rows"
+    nests = [_threaded(nest, ir.threads, target.lanes) for nest in nests]
+    in_passes = frozenset(op.output for nest in nests if isinstance(nest, RowsNest)
                           for stage in nest.stages for op in stage)
     fast = FastPath.of(ir, in_passes)
     ordered = tuple(sorted(buffers.items()))
@@ -323,43 +201,35 @@ def plan(ir: KernelIR, target: Target) -> Schedule:
                     fast if fast.pays else None)
 
 
-def _with_resources(nest: Nest, requested: int) -> Nest:
-    """The nest with its stage buffers, its threads and the checks of its fast loop."""
-    stage_of = {op.output: n for n, group in enumerate(nest.stages) for op in group
-                if not op.reduction}
-    crossing = sorted({t for n, group in enumerate(nest.stages) for op in group
-                       for t in op.inputs if stage_of.get(t, n) < n} - set(nest.writes))
-    threads = _threads(requested, nest)
-    return replace(nest, stage_buffers=tuple(crossing), threads=threads,
-                   part=_part(nest, threads),
-                   bounded_copies=bool(nest.periodic) and nest.periodic[0][1] >= nest.lanes,
-                   lane_checks=bool(nest.streamed) and nest.loops.sizes[-1] < LANE_CHECKS_BELOW)
-
-
-def _threads(requested: int, nest: Nest) -> int:
-    """How many threads a nest's outer loop is split over: 1 unless the nest is large (and
-    loops: a table nest is one call)."""
-    if requested <= 1 or nest.elements < PARALLEL_MIN_ELEMENTS or nest.kind == "table":
-        return 1
-    if nest.kind != "rows" and any(op.reduction for op in nest.ops):
-        return 1                       # its outer loop may run along a reduced dim
-    return min(requested, nest.levels[0][1])
-
-
-def _part(nest: Nest, threads: int) -> int:
-    """Iterations of the outermost loop in each of `threads` parts: of steps of rows in a rows
-    nest, of whole groups of unrolled rows, of whole vectors where outputs are streamed."""
+def _threaded(nest: Nest, requested: int, lanes: int) -> Nest:
+    """The nest with its outermost loop split over threads: 1 unless the nest is large (and
+    loops: a table nest is one call); parts of whole steps of rows, of whole groups of
+    unrolled rows, of whole vectors where outputs are streamed."""
+    if (requested <= 1 or nest.elements < PARALLEL_MIN_ELEMENTS or isinstance(nest, TableNest)
+            or not isinstance(nest, RowsNest) and any(op.reduction for op in nest.ops)):
+        return nest                    # (a reduction's outer loop may run along a reduced dim)
+    threads = min(requested, nest.levels[0][1])
     if threads == 1:
-        return 0
-    rows = nest.loops.sizes[0]
-    if nest.kind == "rows":
-        steps = -(-rows // (nest.row_block or nest.tile // nest.loops.sizes[1]))
-        return -(-steps // threads)
-    if nest.row_unroll:
-        whole = rows - rows % nest.row_unroll
-        return -(-whole // (threads * nest.row_unroll)) * nest.row_unroll
-    unit = nest.lanes if nest.streamed and not nest.tile else 1
-    return -(-nest.levels[0][1] // (threads * unit)) * unit
+        return nest
+    if isinstance(nest, UnrolledRowsNest):
+        rows = nest.loops.sizes[0]
+        whole = rows - rows % nest.unroll
+        part = -(-whole // (threads * nest.unroll)) * nest.unroll
+    else:
+        unit = lanes if isinstance(nest, ElementwiseNest) and nest.streamed and not nest.tile \
+            else 1
+        part = -(-nest.levels[0][1] // (threads * unit)) * unit
+    return replace(nest, threads=threads, part=part)
+
+
+def _stage_buffers(stages: tuple[tuple[Op, ...], ...], writes: tuple[int, ...]
+                   ) -> tuple[int, ...]:
+    """The values a stage computes and a later stage reads, other than the nest's outputs: each
+    tile's stage buffers."""
+    stage_of = {op.output: n for n, group in enumerate(stages) for op in group
+                if not op.reduction}
+    return tuple(sorted({t for n, group in enumerate(stages) for op in group
+                         for t in op.inputs if stage_of.get(t, n) < n} - set(writes)))
 
 
 def _on_stack(ir: KernelIR, nests: list[Nest], buffers: tuple[tuple[int, int], ...]
@@ -371,11 +241,14 @@ def _on_stack(ir: KernelIR, nests: list[Nest], buffers: tuple[tuple[int, int], .
     place). A stage buffer filled with its padding is allocated."""
     room = STACK_BYTES
     stack = set()
-    wanted = [(t, math.prod(ir.value(t).shape))
-              for t in dict.fromkeys(t for nest in nests for t in nest.aligned)]
+    wanted = [(t, math.prod(ir.value(t).shape)) for t in dict.fromkeys(
+        t for nest in nests if isinstance(nest, (ElementwiseNest, UnrolledRowsNest))
+        for t in nest.aligned)]
     wanted += buffers
-    wanted += [(t, nest.tile_elements) for nest in nests if nest.threads == 1
-               for t in nest.stage_buffers if t not in dict(nest.padding)]
+    wanted += [(t, nest.tile_elements) for nest in nests
+               if isinstance(nest, (ElementwiseNest, RowsNest)) and nest.threads == 1
+               for t in nest.stage_buffers
+               if not isinstance(nest, RowsNest) or t not in dict(nest.padding)]
     for t, elements in wanted:
         size = elements * np.dtype(ir.value(t).dtype).itemsize
         if size <= room:
@@ -418,7 +291,7 @@ def _split(ir: KernelIR, op: Op) -> tuple[tuple[int, ...], tuple[int, ...]] | No
     return _squeeze(shape[:len(shape) - len(axes)]), shape[len(shape) - len(axes):]
 
 
-def _rows_nest(ir: KernelIR, phases: dict[int, int], target: Target) -> Nest | None:
+def _rows_nest(ir: KernelIR, phases: dict[int, int], target: Target) -> RowsNest | None:
     """One nest over rows for the reductions over the trailing dims of one domain
     [*rows, *cols] (the first such reduction's) and the ops around them, or None if there are
     none. It takes, in order, each op over that domain (a full op) or over its rows (a per-row
@@ -489,13 +362,14 @@ def _rows_nest(ir: KernelIR, phases: dict[int, int], target: Target) -> Nest | N
         broadcast[t] = (math.prod(row_part) == 1, math.prod(col_part) == 1)
     transcendental = any(op.spec.cost >= TRANSCENDENTAL_COST for op in full_ops)
     fixed_point = any(op.op in ("LUT", "QCALL") for op in row_ops)
-    block = min(FIXED_POINT_ROW_BLOCK, sizes[0]) if fixed_point else 0
-    tile = sizes[1] * (block or (1 if transcendental else min(ROWS_PER_STEP, sizes[0])))
+    step_rows = (min(FIXED_POINT_ROW_BLOCK, sizes[0]) if fixed_point
+                 else 1 if transcendental else min(ROWS_PER_STEP, sizes[0]))
     padded, padding = (_padded_stages(stage_ops, {*reads, *writes}) if sizes[1] % target.lanes
                        else ((), {}))
-    return Nest(rows + cols, ops, LoopNest(sizes, broadcast), reads, writes, tile=tile,
-                stages=stage_ops, kind="rows", per_row=per_row, padded=padded, row_block=block,
-                padding=tuple(sorted(padding.items())), lanes=target.lanes)
+    return RowsNest(domain=rows + cols, ops=ops, loops=LoopNest(sizes, broadcast), reads=reads,
+                    writes=writes, stages=stage_ops, per_row=per_row, step_rows=step_rows,
+                    across=fixed_point, padded=padded, padding=tuple(sorted(padding.items())),
+                    lanes=target.lanes, stage_buffers=_stage_buffers(stage_ops, writes))
 
 
 def _padded_stages(stages: tuple[tuple[Op, ...], ...],
@@ -543,14 +417,14 @@ def _loops(ir: KernelIR, domain: tuple[int, ...], ops: tuple[Op, ...], reads: tu
     reductions = {op.output: op for op in ops if op.reduction}
     loops = collapse(domain, {t: _squeeze(ir.value(t).shape) for t in reads}
                      | {t: _in_domain(ir, t, reductions) for t in writes})
-    periodic: tuple[tuple[int, int], ...] = ()
-    tile = 0
-    if any(op.reduction for op in ops):
-        return Nest(domain, ops, loops, reads, writes, stages=(ops,), lanes=lanes)
+    common = {"domain": domain, "ops": ops, "loops": loops, "reads": reads, "writes": writes}
+    if reductions:
+        return ElementwiseNest(**common, stages=(ops,))
     large = _large_outputs(ir, loops, finals, target)
     if large and _streams_plain(ir, ops, loops, lanes):
-        return Nest(domain, ops, loops, reads, writes, stages=(ops,), streamed=large,
-                    aligned=_periodic_inputs(ir, loops), lanes=lanes)
+        return ElementwiseNest(**common, stages=(ops,), streamed=large,
+                               aligned=_periodic_inputs(ir, loops),
+                               lane_checks=loops.sizes[-1] < LANE_CHECKS_BELOW)
     if _per_channel(loops):
         rows, period = loops.sizes
         constants = _row_operands(loops)
@@ -563,19 +437,17 @@ def _loops(ir: KernelIR, domain: tuple[int, ...], ops: tuple[Op, ...], reads: tu
             ops, flat, _lookups(ir, ops, flat, writes))) == 1
         registers = target.vector_registers * CONSTANT_REGISTER_QUARTERS // 4
         if one_stage and -(-period // lanes) * constants <= registers:
-            return Nest(domain, ops, loops, reads, writes, stages=(ops,),
-                        row_block=min(rows, max(1, ROW_TILE // period)), lanes=lanes)
+            return RowBlockNest(**common, rows_per_block=min(rows, max(1, ROW_TILE // period)))
         if many and one_stage:
             if UNROLL_ROWS <= rows and rows * period <= UNROLL_MAX_ELEMENTS:
-                return Nest(domain, ops, loops, reads, writes, stages=(ops,),
-                            row_unroll=UNROLL_ROWS, lanes=lanes)
+                return UnrolledRowsNest(**common, unroll=UNROLL_ROWS)
             periodic_rows = _periodic_inputs(ir, loops)
             if UNROLL_ROWS <= rows and UNROLL_ROWS * period <= UNROLL_MAX_SPAN:
-                return Nest(domain, ops, loops, reads, writes, stages=(ops,),
-                            row_unroll=UNROLL_ROWS, aligned=periodic_rows, lanes=lanes)
+                return UnrolledRowsNest(**common, unroll=UNROLL_ROWS, aligned=periodic_rows)
             if period % lanes == 0:
-                return Nest(domain, ops, loops, reads, writes, stages=(ops,),
-                            aligned=periodic_rows, lanes=lanes)
+                return ElementwiseNest(**common, stages=(ops,), aligned=periodic_rows)
+    periodic: tuple[tuple[int, int], ...] = ()
+    tile = 0
     if _row_tileable(loops):
         rows, period = loops.sizes
         periodic = tuple((t, period) for t, mask in loops.broadcast.items()
@@ -585,9 +457,9 @@ def _loops(ir: KernelIR, domain: tuple[int, ...], ops: tuple[Op, ...], reads: tu
         tile = min(rows * period, unit * max(1, -(-wanted // unit)))
         loops = LoopNest((rows * period,), {t: (mask == (True, True),)
                                             for t, mask in loops.broadcast.items()})
+        common["loops"] = loops
     if _byte_table(ir, ops, loops):
-        return Nest(domain, ops, loops, reads, writes, stages=(ops,), kind="table",
-                    shuffles=target.byte_shuffle, lanes=lanes)
+        return TableNest(**common, shuffles=target.byte_shuffle)
     lookups = _lookups(ir, ops, loops, writes)
     stages = _stages(ops, loops, lookups)
     if len(stages) > 1 and not tile:
@@ -595,8 +467,11 @@ def _loops(ir: KernelIR, domain: tuple[int, ...], ops: tuple[Op, ...], reads: tu
     streamed: tuple[int, ...] = ()
     if large and tile and not lookups and _tiles_start_on_vectors(loops, tile, lanes):
         streamed = tuple(t for t in large if t in {op.output for op in stages[-1]})
-    return Nest(domain, ops, loops, reads, writes, tile, periodic, stages, lookups=lookups,
-                streamed=streamed, lanes=lanes, shuffles=bool(lookups) and target.byte_shuffle)
+    return ElementwiseNest(**common, stages=stages, tile=tile, periodic=periodic,
+                           bounded_copies=bool(periodic) and periodic[0][1] >= lanes,
+                           lookups=lookups, shuffles=bool(lookups) and target.byte_shuffle,
+                           stage_buffers=_stage_buffers(stages, writes), streamed=streamed,
+                           lane_checks=bool(streamed) and loops.sizes[-1] < LANE_CHECKS_BELOW)
 
 
 def vector_block(target: Target) -> int:

@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 
 from codegen import quant
 from codegen.ir import KernelIR, Op, Value
+from codegen.nests import ElementwiseNest, RowsNest
 from codegen.ops import KERNEL_OPS, OPS
 from codegen.reduce import expand
 from codegen.render import TensorTableLayout
@@ -69,12 +70,12 @@ def test_layernorm_is_one_rows_nest_with_a_pass_per_phase():
     ir = KernelIR(0, tuple(Value(v.tensor, v.name, v.shape, 1e-6 if v.tensor == 4 else None)
                            for v in ir.values), ir.ops, ir.inputs, ir.outputs)
     (nest,) = plan(ir, HOST).nests
-    assert nest.kind == "rows" and nest.loops.sizes == (197, 192)
+    assert isinstance(nest, RowsNest) and nest.loops.sizes == (197, 192)
     assert [[op.op for op in stage] for stage in nest.stages] == [
         ["MEAN"], ["SQUARED_DIFFERENCE", "MEAN"], ["SUB", "MUL", "MUL"]]
     assert [[op.op for op in ops] for ops in nest.per_row] == [[], [], ["ADD", "RSQRT"], []]
     assert plan(ir, HOST).buffers == ()
-    assert nest.tile == 2 * 192                 # two rows a step, the last one 196 twice
+    assert nest.step_rows == 2                  # two rows a step, the last one 196 twice
     source = kernel_source(ir, LAYOUT)
     assert "for step in range(99):" in source and source.count("for i1 in range(row_length):") >= 3
     assert "i0_a = 2 * step" in source and "i0_b = min(2 * step + 1, 196)" in source
@@ -93,9 +94,9 @@ def test_softmax_lowers_to_row_max_exp_sum_and_one_multiply():
     assert [op.op for op in ir.ops] == ["ROW_MAX", "SCALED_EXP", "ROW_SUM", "RECIPROCAL",
                                         "MUL_RAW"]
     (nest,) = plan(ir, HOST).nests
-    assert nest.kind == "rows" and len(nest.stages) == 3
+    assert isinstance(nest, RowsNest) and len(nest.stages) == 3
     assert [[op.op for op in ops] for ops in nest.per_row][2] == ["RECIPROCAL"]
-    assert nest.tile == 197                    # exp keeps the core busy: one row a step
+    assert nest.step_rows == 1                 # exp keeps the core busy: one row a step
     assert "for i0 in range(6):" in kernel_source(ir, LAYOUT)
 
 
@@ -123,7 +124,7 @@ def test_squeeze_over_h_w_accumulates_in_its_input_nest():
     ir = ir_of({0: (1, 14, 14, 24), 1: (1, 14, 14, 24), 2: (1, 1, 1, 24)},
                [("HARD_SWISH", (0,), 1, ()), ("MEAN", (1,), 2, row((1, 2)))], (0,), (1, 2))
     (nest,) = plan(ir, HOST).nests
-    assert nest.kind == "elementwise" and nest.loops.sizes == (196, 24)
+    assert isinstance(nest, ElementwiseNest) and nest.loops.sizes == (196, 24)
     assert nest.loops.broadcast[2] == (True, False) and not nest.tile
     source = kernel_source(KernelIR(0, ir.values, ir.ops, ir.inputs, ir.outputs, threads=2),
                            LAYOUT)
@@ -149,9 +150,9 @@ def test_a_pool_after_a_layernorm_is_a_nest_after_its_rows_nest():
                [("MEAN", (0,), 1, row()), ("SUB", (0, 1), 2, ACT),
                 ("MEAN", (2,), 3, (("axes", (0,)), ("keep_dims", False)))], (0,), (3,))
     rows, pool = plan(ir, HOST).nests
-    assert rows.kind == "rows" and [op.op for op in rows.ops] == ["MEAN", "SUB"]
+    assert isinstance(rows, RowsNest) and [op.op for op in rows.ops] == ["MEAN", "SUB"]
     assert rows.writes == (2,) and dict(plan(ir, HOST).buffers) == {2: 64 * 32}
-    assert pool.kind == "elementwise" and [op.op for op in pool.ops] == ["MEAN"]
+    assert isinstance(pool, ElementwiseNest) and [op.op for op in pool.ops] == ["MEAN"]
     source = kernel_source(ir, LAYOUT)
     assert "t2_t_b[i1] = clamp_overflow(t0_t_b[i1] - t1_b)" in source
     assert "t3[i1] = t3[i1] + t2[i0 * 32 + i1]" in source

@@ -7,6 +7,7 @@ import pytest
 
 from conftest import HOST, builtin_interpreter, ir_of, kernel_source, run, same_bits
 from codegen.ir import KernelIR, Op, Value
+from codegen.nests import ElementwiseNest, RowBlockNest, UnrolledRowsNest
 from codegen.render import TensorTableLayout
 from codegen.schedule import (ROW_COPIES_BYTES, ROW_TILE, STREAM_MIN_BYTES, UNROLL_MAX_ELEMENTS,
                               UNROLL_ROWS, plan, vector_block)
@@ -61,7 +62,7 @@ def test_short_channel_dims_are_tiled_into_long_inner_loops(channels):
     ir = ir_of({0: (1, 40, 40, channels), 1: (channels,), 2: (1, 40, 40, channels)},
                [("ADD", (0, 1), 2)], inputs=(0, 1), outputs=(2,))
     (nest,) = plan(ir, HOST).nests
-    assert nest.loops.sizes == (40 * 40 * channels,) and nest.row_block == 0
+    assert isinstance(nest, ElementwiseNest) and nest.loops.sizes == (40 * 40 * channels,)
     unit = math.lcm(channels, vector_block(HOST))     # whole rows, whole vector iterations
     assert nest.tile % unit == 0 and ROW_TILE <= nest.tile < ROW_TILE + unit
     assert nest.periodic == ((1, channels),)
@@ -83,7 +84,7 @@ def test_the_row_copies_of_many_per_channel_constants_stay_within_half_of_l1(cha
     """16 per-channel constants in rows shorter than a vector: row tiles, whose 1024-element
     copies would be 64 KiB."""
     (nest,) = plan(chain(256, channels), HOST).nests
-    assert len(nest.periodic) == 16 and nest.row_block == 0
+    assert isinstance(nest, ElementwiseNest) and len(nest.periodic) == 16
     assert 16 * 4 * nest.tile <= ROW_COPIES_BYTES
     assert nest.tile % math.lcm(channels, vector_block(HOST)) == 0
 
@@ -93,8 +94,8 @@ def test_many_per_channel_constants_that_fit_in_registers_run_in_row_blocks(chan
                                                                             constants):
     """The plain [M, C] nest, its constants in registers, about ROW_TILE elements a block."""
     (nest,) = plan(chain(256, channels, constants), HOST).nests
-    assert nest.loops.sizes == (256, channels) and nest.periodic == () and nest.tile == 0
-    assert nest.row_block == ROW_TILE // channels
+    assert isinstance(nest, RowBlockNest) and nest.loops.sizes == (256, channels)
+    assert nest.rows_per_block == ROW_TILE // channels
 
 
 @pytest.mark.parametrize("channels, constants", [(48, 1), (64, 2), (96, 4), (240, 1)])
@@ -103,11 +104,11 @@ def test_rows_of_three_vectors_or_more_with_few_constants_run_in_row_blocks(chan
     """Their constants in registers too, and LLVM vectorises the rows, not the loop across
     them (no gathers), so the blocks need no tile copies."""
     (nest,) = plan(chain(256, channels, constants), HOST).nests
-    assert nest.loops.sizes == (256, channels) and nest.periodic == () and nest.tile == 0
-    assert nest.row_block == max(1, ROW_TILE // channels)
+    assert isinstance(nest, RowBlockNest) and nest.loops.sizes == (256, channels)
+    assert nest.rows_per_block == max(1, ROW_TILE // channels)
     (beyond_l2,) = plan(chain(UNROLL_MAX_ELEMENTS // channels + 1, channels, constants),
                         HOST).nests
-    assert beyond_l2.row_block == 0 and beyond_l2.tile > 0    # blocks ran slower at 4M
+    assert isinstance(beyond_l2, ElementwiseNest) and beyond_l2.tile > 0  # blocks: slower
 
 
 @pytest.mark.parametrize("channels", [48, 96, 144])
@@ -120,10 +121,11 @@ def test_int8_rows_that_are_not_whole_byte_vectors_stay_row_tiled(channels):
                         Value(2, "y", (256, channels), dtype="int8")),
                     (Op(0, "MUL", (0, 1), 2, (("activation", 0),)),), (0, 1), (2,))
     (nest,) = plan(gate, HOST).nests
-    assert nest.row_block == 0 and nest.tile % math.lcm(channels, vector_block(HOST)) == 0
+    assert isinstance(nest, ElementwiseNest)
+    assert nest.tile % math.lcm(channels, vector_block(HOST)) == 0
     (nest,) = plan(ir_of({0: (256, 64), 1: (64,), 2: (256, 64)}, [("MUL", (0, 1), 2)],
                          inputs=(0, 1), outputs=(2,)), HOST).nests
-    assert nest.row_block == ROW_TILE // 64          # float32: four whole vectors a row
+    assert nest.rows_per_block == ROW_TILE // 64     # float32: four whole vectors a row
 
 
 @pytest.mark.parametrize("channels, constants", [(8, 16), (16, 4), (32, 4), (192, 4)])
@@ -131,15 +133,15 @@ def test_short_rows_or_few_constants_stay_row_tiled(channels, constants):
     """Rows of one or two vectors with few constants (LLVM vectorised the loop across rows,
     with gathers), or more constants than registers in rows shorter than TILE."""
     (nest,) = plan(chain(256, channels, constants), HOST).nests
-    assert nest.row_block == 0 and nest.row_unroll == 0 and len(nest.periodic) == constants
+    assert isinstance(nest, ElementwiseNest) and len(nest.periodic) == constants
 
 
 @pytest.mark.parametrize("channels", [32, 64, 256, 1000])
 def test_many_constants_beyond_the_registers_are_shared_by_unrolled_rows(channels):
     """Each load of a per-channel constant serves UNROLL_ROWS rows: the plain [M, C] nest."""
     (nest,) = plan(chain(256, channels, 16), HOST).nests
-    assert nest.row_unroll == UNROLL_ROWS and nest.loops.sizes == (256, channels)
-    assert nest.periodic == () and nest.tile == 0 and nest.row_block == 0
+    assert isinstance(nest, UnrolledRowsNest) and nest.unroll == UNROLL_ROWS
+    assert nest.loops.sizes == (256, channels)
 
 
 def test_fewer_rows_than_unrolled_or_few_constants_or_a_nest_out_of_cache_leave_rows_plain():
@@ -147,7 +149,7 @@ def test_fewer_rows_than_unrolled_or_few_constants_or_a_nest_out_of_cache_leave_
                chain(UNROLL_MAX_ELEMENTS // 256 + 1, 256, 16),
                chain(UNROLL_MAX_ELEMENTS // 128 + 1, 128, 16)):
         (nest,) = plan(ir, HOST).nests
-        assert nest.row_unroll == nest.row_block == nest.tile == 0 and nest.periodic == ()
+        assert isinstance(nest, ElementwiseNest) and nest.tile == 0 and nest.periodic == ()
 
 
 @pytest.mark.parametrize("channels", [32, 64])
@@ -155,7 +157,7 @@ def test_short_rows_out_of_cache_stay_unrolled(channels):
     """The unrolled rows of C <= 64 are one stream through memory: unrolled at any size, out
     of L2 from cache-aligned copies of the per-channel constants."""
     (nest,) = plan(chain(UNROLL_MAX_ELEMENTS // channels + 1, channels, 16), HOST).nests
-    assert nest.row_unroll == UNROLL_ROWS and nest.periodic == ()
+    assert isinstance(nest, UnrolledRowsNest) and nest.unroll == UNROLL_ROWS
     assert nest.aligned == tuple(range(1, 17))
 
 
@@ -168,9 +170,10 @@ def test_outputs_of_whole_vector_rows_that_leave_the_caches_are_streamed(channel
     rows = -(-STREAM_MIN_BYTES // (4 * channels))
     (nest,) = plan(chain(rows, channels, constants), HOST).nests
     assert nest.streamed == (99 + constants,) and nest.loops.sizes == (rows, channels)
-    assert nest.row_block == nest.row_unroll == nest.tile == 0 and nest.periodic == ()
+    assert isinstance(nest, ElementwiseNest) and nest.tile == 0 and nest.periodic == ()
     assert nest.aligned == tuple(range(1, constants + 1))
-    assert plan(chain(rows - 1, channels, constants), HOST).nests[0].streamed == ()
+    (below,) = plan(chain(rows - 1, channels, constants), HOST).nests
+    assert not isinstance(below, ElementwiseNest) or below.streamed == ()
 
 
 @pytest.mark.skipif(not HOST.streaming_stores, reason="streaming stores are x86's")
@@ -319,3 +322,26 @@ def test_row_blocks_and_unrolled_rows_keep_litert_semantics_for_inf_nan_and_nega
     got, = run(interpreter, [x])
     want, = run(builtin_interpreter(model), [x])
     assert same_bits(got, want)
+
+
+def test_the_plan_decides_threads_stack_memory_and_the_fast_loop():
+    """What the renderer only writes out: each nest's threads and parts, the buffers on the
+    kernel's stack, and the fast loop, only where the clamps it drops outnumber its checks."""
+    def gated(muls: int, threads: int) -> KernelIR:
+        ops, h = [("TANH", (1,), 2)], 0
+        values = {0: (512, 256), 1: (256,), 2: (256,)}
+        for k in range(muls):
+            values[10 + k] = (512, 256)
+            ops.append(("MUL", (h, 2), 10 + k))
+            h = 10 + k
+        ir = ir_of(values, ops, inputs=(0, 1), outputs=(h,))
+        return KernelIR(0, ir.values, ir.ops, ir.inputs, ir.outputs, threads=threads)
+
+    schedule = plan(gated(1, threads=2), HOST)
+    gate, product = schedule.nests
+    assert (gate.threads, product.threads, product.part) == (1, 2, 256)
+    assert schedule.buffers == ((2, 256),) and schedule.stack == {2}
+    assert schedule.fast is None                  # one clamp dropped, one output checked
+    fast = plan(gated(3, threads=1), HOST).fast
+    assert fast is not None and (fast.dropped, fast.checked) == (3, (12,))
+    assert [nest.threads for nest in plan(gated(3, threads=1), HOST).nests] == [1, 1]
