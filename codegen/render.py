@@ -204,9 +204,11 @@ def render_kernel(ir: KernelIR, schedule: Schedule, layout: TensorTableLayout) -
               "pipeline_class=NoAliasCompiler)",
               *wrap_call(f"def {ir.name}(", [names[t] for t in memory], "):"),
               *(INDENT + line for line in lines)]
+    table_lines = tables(ir, names, schedule)
+    constants = module_constants([*lines, *table_lines])
     lines = header(ir, names, schedule) + [
         "", *module_imports(lines, bool(parallel), {ir.value(t).dtype for t in memory}),
-        *tables(ir, names, schedule), "", *kernel, "", "",
+        *(["", *constants] if constants else []), *table_lines, "", *kernel, "", "",
         *entry_point(ir, names, memory, layout), ""]
     return "\n".join(lines)
 
@@ -1118,10 +1120,18 @@ def module_imports(body: list[str], parallel: bool, dtypes: set[str]) -> list[st
         line = f"from {module} import {', '.join(names)}"
         lines += [line] if len(line) <= LINE_LIMIT else wrap_call(
             f"from {module} import (", names, ")")
-    lines += ["from codegen.compile import NoAliasCompiler", "",
-              "FLT_MAX = np.float32(3.4028234663852886e38)", "INF = np.float32(np.inf)",
-              "NAN = np.float32(np.nan)", "INF_BITS = np.int32(0x7F800000)"]
-    return lines
+    return lines + ["from codegen.compile import NoAliasCompiler"]
+
+
+#: The module's constants, by name: float32 literals (float32_text) and the fast loop's bound.
+CONSTANTS = {"FLT_MAX": "np.float32(3.4028234663852886e38)", "INF": "np.float32(np.inf)",
+             "NAN": "np.float32(np.nan)", "INF_BITS": "np.int32(0x7F800000)"}
+
+
+def module_constants(lines: list[str]) -> list[str]:
+    """The definitions of the CONSTANTS `lines` use."""
+    used = {name for line in lines for name in re.findall(r"\b[A-Z_]+\b", line.split("#")[0])}
+    return [f"{name} = {value}" for name, value in CONSTANTS.items() if name in used]
 
 
 def entry_point(ir: KernelIR, names: dict[int, str], memory: list[int],
