@@ -325,8 +325,7 @@ def block_checks(names: dict[int, str], nest: RowBlockNest, fast: FastPath | Non
     """After a row block, the fast loop's checks of what the block stored: one flat loop over
     the block's elements, still in L1, instead of a check per element in the short inner loop
     (which would finish its max-reduction every row). The loop counts from 0: from the block's
-    first element, LLVM vectorised it with gathers at some row lengths (48, 112, 144; 4x
-    slower)."""
+    first element, LLVM vectorised it with gathers at some row lengths."""
     checked = [t for t in nest.writes if fast and t in fast.checked]
     if not checked:
         return []
@@ -346,10 +345,9 @@ def checks_in(nest: Nest, fast: FastPath) -> bool:
 def periodic_copies(ir: KernelIR, names: dict[int, str], nest: Nest,
                     local: NestNames) -> list[str]:
     """Row tiles' copies of the periodic operands, one tile long, each made by a loop over
-    periods (numba's slice assignment copied them one element at a time, 0.4-0.5 us an
-    operand a call: docs/chain_performance.md). A period of a vector or more is copied by a
-    loop of bounded_length (a literal one became scalar copies, 0.25 us more a 1024-element
-    tile); a shorter one LLVM unrolls into vectors."""
+    periods (numba's slice assignment copies one element at a time). A period of a vector or
+    more is copied by a loop of bounded_length (`bounded_copies`: a literal one becomes scalar
+    copies); a shorter one LLVM unrolls into vectors."""
     period = dict(nest.periodic)
     lines = []
     for t, rows in local.rows.items():
@@ -365,7 +363,7 @@ def bounded_length(array: str, bound: int) -> str:
     """A loop length of `bound` that LLVM knows at run time only, and knows to be at most
     `bound` (`array` holds at least that many elements). A literal length it unrolls completely
     when short, into scalar code; an unknown one it vectorises with a main loop of 4 vectors,
-    which a shorter loop never enters (docs/chain_performance.md, "Short loops")."""
+    which a shorter loop never enters."""
     return f"min({array}.shape[0], {bound})"
 
 

@@ -1,7 +1,7 @@
 """Byte table lookups at memory speed: 64 elements a step with AVX-512 VBMI byte shuffles.
 
 A LUT nest (codegen.lower) maps each int8/uint8 element through a 256-entry byte table. LLVM
-turns `table[x[i]]` into one scalar load per element (about 0.5 ns); VPERMI2B looks up 64
+turns `table[x[i]]` into one scalar load per element; VPERMI2B looks up 64
 bytes in a 128-byte table in one instruction, so two of them and a blend by the index's top
 bit cover 256 entries. Where numba's target (codegen.target) has no VBMI, the schedule has the
 kernel call `lookup_bytes_scalar` instead: the intrinsic would end the process in LLVM there.
@@ -52,8 +52,8 @@ def lookup_bytes(source, target, table):
 
     Inlined into the kernel (numba IR), and making no array of its own, so that in a kernel's
     loop over tiles LLVM keeps the table in registers and numba's reference counts of the
-    tile slices cancel. Called, each tile's call reloaded the table and made reference counting
-    calls around it (perf int8_block, 256K: 0.36 ns an element called, 0.23 inlined)."""
+    tile slices cancel: called, each tile's call would reload the table and count references
+    around it."""
     n = source.shape[0]
     start = n - n % 64
     for i in range(0, start, 64):

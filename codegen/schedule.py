@@ -10,21 +10,20 @@ computes and a later one reads goes through a buffer of its own size.
 
 Within a nest, four transformations of the loops fit it to the vector registers and L1:
 - row blocks: a nest over [M, C] with a short C (a vector or more) whose operands are whole
-  tensors or periodic [C] rows, many but few enough to stay in vector registers (chain16's 16
-  per-channel constants at C = 16), or few, in rows of three whole vectors or more, keeps
+  tensors or periodic [C] rows, many but few enough to stay in vector registers, or few, in rows of three whole vectors or more, keeps
   the plain [M, C] nest (the periodic operands then live in registers for the whole nest, or
   are read in place) and runs it in blocks of about ROW_TILE elements, each block's outputs
   checked by the fast loop in one flat loop after it, while in L1;
 - unrolled rows: such a nest, C of any length, with more periodic operands than registers
   computes UNROLL_ROWS rows in each iteration of its inner loop, each load of a periodic
   operand shared by them; out of L2 only short rows (the unrolled rows one stream) are
-  unrolled, and longer rows of whole vectors keep the plain nest, which streamed better than
-  row tiles (C = 128);
+  unrolled, and longer rows of whole vectors keep the plain nest, which streams better than
+  row tiles;
 - row tiles: any other such nest with a short C iterates the M * C elements flat, tile by
   tile, each tile `rows` rows long, with the periodic operands copied `rows` times once per
   invoke, all the copies within half of L1 (see ROW_BLOCK_OPERANDS for why few operands are
   not blocked);
-- stages: several transcendental ops run one loop each over L1-sized tiles (render.py), and
+- stages: several transcendental ops run one loop each over L1-sized tiles, and
   an 8-bit table lookup among other ops runs alone over the tile, 64 bytes a step (codegen.lut).
 
 A nest whose outputs leave the caches anyway (STREAM_MIN_BYTES) stores them past the caches
@@ -46,8 +45,11 @@ the per-row ops run once per block, across its rows. Threads split the rows, nev
 Any other reduction (H,W of NHWC) is an ordinary nest over its input's domain accumulating
 into a buffer of its output's size, in the input's order, on one thread.
 
-`plan` is a pure function of the IR and the renderer a pure function of the plan: tests assert
-on plans without compiling, and the source text stays the cache key.
+`plan(ir, target)` is a pure function of the IR and the target (codegen.target: vector width,
+registers, streaming stores, byte shuffles), and decides everything the renderer writes: the
+kinds of nests (codegen.nests), their threads, the memory on the kernel's stack, the fast loop
+(codegen.fastpath). Tests assert on plans without compiling, and the source text stays the
+cache key.
 """
 from __future__ import annotations
 
@@ -69,85 +71,66 @@ from .target import Target
 TILE = 256
 ROW_TILE = 1024
 #: The row-tile copies of a nest's periodic operands together stay within this many bytes, half
-#: of L1, else each tile's loop streams them from L2 (docs/chain_performance.md: 16 per-channel
-#: constants in 1024-element copies, 64 KiB, ran at half the speed of 128-element ones).
+#: of L1, else each tile's loop streams them from L2.
 ROW_COPIES_BYTES = 16 << 10
 #: Stages need an innermost dimension at least this long, else one loop does better.
 TILE_MIN = 64
-#: Vectors of one iteration of LLVM's vectorised loop (the target's lanes, interleaved 4 times,
-#: vector_block): row tiles are a multiple of it, so no element of a whole tile runs in the
-#: scalar remainder.
+#: Vectors of one iteration of LLVM's vectorised loop (vector_block): row tiles are a multiple
+#: of it, so no element of a whole tile runs in the scalar remainder.
 INTERLEAVE = 4
-#: How many of the target's vector registers a nest's periodic operands may hold for the whole
-#: nest, in quarters (24 of AVX-512's 32; the rest hold the values being computed): within
-#: that, with rows of a vector or more and ROW_BLOCK_OPERANDS periodic operands or more, row
-#: blocks; else row tiles. Rows of 8 fill half a vector (2.2x slower in blocks);
-#: with 1, 2 or 4 periodic operands LLVM may vectorise the plain nest across rows instead,
-#: with gathers and scatters (5-9x slower at some C in 16..96), while from 8 on, where the
-#: tiles' copies cost the most loads, blocks were never slower (docs/chain_performance.md).
+#: The quarters of the target's vector registers a nest's periodic operands may hold for the
+#: whole nest (the rest hold the values being computed). Within that, rows of a vector or more
+#: with ROW_BLOCK_OPERANDS periodic operands or more run in row blocks: with fewer, LLVM may
+#: vectorise the plain nest across rows instead, with gathers and scatters, while with more
+#: the row tiles' copies cost the most loads.
 CONSTANT_REGISTER_QUARTERS = 3
 ROW_BLOCK_OPERANDS = 8
 #: ... and, with fewer periodic operands (in registers too), rows of whole vectors from this
 #: many vectors up to TILE, in nests within L2 (UNROLL_MAX_ELEMENTS): from three vectors a row
-#: LLVM vectorises the row loop, never the loop across rows (no gathers in the asm for C =
-#: 48..240 and 1..7 operands), and blocks ran up to 2x faster than row tiles, without their
-#: copies (16K and 256K elements; with one operand 0.95-1.17x; with more operands than
-#: registers up to 1.25x slower, so those keep tiles). Rows of one or two vectors (C = 16, 32)
-#: still got gathers with 1 or 2 operands; at 4M elements blocks ran 1.1-1.7x slower than tiles
-#: (bias_relu6_scale at C = 96, se_gate at C = 64). Rows of int8 data must be whole multiples
-#: of vector_block: LLVM vectorises them 64 elements a step, and an int8 squeeze-excite gate
-#: at C = 48 ran scalar in blocks, 6.7x slower than in row tiles (_row_lanes).
+#: LLVM vectorises the row loop, never the loop across rows, and blocks need no copies. Out of
+#: L2, or with more operands than registers, row tiles stream better. Rows of int8 data must
+#: be whole vector blocks (_row_lanes): LLVM vectorises them a vector block a step, and leaves
+#: shorter rows scalar.
 BLOCK_MIN_VECTORS = 3
 #: Rows per iteration of the inner loop of a per-channel nest with ROW_BLOCK_OPERANDS periodic
 #: operands or more that do not fit in registers: each load of a periodic operand then serves
-#: UNROLL_ROWS rows (chain16 at C = 256 is bound by loads, 17 a vector; 1.6x at 64K).
+#: UNROLL_ROWS rows (such a nest is bound by its loads).
 UNROLL_ROWS = 4
 #: ... in nests of at most this many elements, or with the UNROLL_ROWS rows of an iteration
-#: within UNROLL_MAX_SPAN elements (C <= 64), one stream through memory: beyond, C = 128 and 256
-#: ran 1.6-1.8x slower unrolled than in the plain nest at 4M (chain16, C = 256: 30% of copy
-#: bandwidth at 1M, 32% against 61% at 4M), where at 256K they were 1.26x faster; C = 32 and
-#: 64 ran 1.2-1.3x faster unrolled at 4M, ahead of jax.jit and of np.copyto, provided their
-#: periodic operands are read from copies that start on a cache line (`aligned`): in the
-#: model's flatbuffer they are 16-byte aligned, and the vector loads that span two lines made
-#: the nest 2.4x slower at 4M (no difference at 64K). The plain nest that takes longer rows
-#: beyond that reads them from such copies too: on Zen 5, chain16 at C = 256 and 4M elements
-#: ran 2x faster for it, at np.copyto's speed (on Zen 4 it made no difference).
+#: within UNROLL_MAX_SPAN elements, one stream through memory; longer rows out of L2 run the
+#: plain nest, which streams better. Out of L2, periodic operands are read from copies that
+#: start on a cache line (`aligned`): in the model's flatbuffer they are 16-byte aligned, and
+#: vector loads that span two lines slow the nest down.
 UNROLL_MAX_ELEMENTS = 1 << 18
 UNROLL_MAX_SPAN = 256
 #: A nest whose float32 outputs (those no later nest reads) take this many bytes or more
 #: stores them with streaming stores (codegen.native.stream_store), past the caches: with an
-#: input as large, they leave a 32 MiB L3 anyway, and a store that misses the caches first
-#: reads the line it writes, a third of the nest's traffic. chain16 at C = 16 took 0.89x the
-#: time of normal stores at 4M elements, 0.96x at 3M, 0.99x at 2M (docs/chain_performance.md).
-#: Every vector store must start on a vector (the stores' alignment): such a nest is the
-#: plain nest where its rows are whole vectors, without the blocks and unrolled rows above
-#: (blocks' checks read back what they stored; streamed rows of C < 128 check per lane
-#: instead, render.LANE_CHECKS_BELOW), else its tiles (row tiles, stages) if each starts on
-#: a vector, their last stage's outputs streamed; else nothing is streamed.
+#: input as large they leave the last-level cache anyway, and a store that misses the caches
+#: first reads the line it writes, a third of the nest's traffic. Every vector store must
+#: start on a vector: such a nest is the plain nest where its rows are whole vectors, without
+#: the blocks and unrolled rows above (blocks' checks read back what they stored), else its
+#: tiles (row tiles, stages) if each starts on a vector, their last stage's outputs streamed;
+#: else nothing is streamed.
 STREAM_MIN_BYTES = 8 << 20
+#: ... and with rows shorter than this it keeps the fast loop's checks per lane of a row (a max
+#: per element in an array of the row's length, their largest taken after the nest): a check
+#: per element into one `misses` ends every short row in a horizontal max.
+LANE_CHECKS_BELOW = 128
 
 #: Below this many elements a kernel runs on one thread: waking threads costs more.
 PARALLEL_MIN_ELEMENTS = 1 << 16
 #: Bytes of its buffers and aligned copies a kernel may keep on its stack (_on_stack): a few
 #: pages, within any thread's stack that calls the interpreter.
 STACK_BYTES = 64 << 10
-#: A streamed nest (Nest.streamed) with rows shorter than this keeps the fast loop's checks per
-#: lane of a row, a max per element in an array of the row's length, and takes their largest
-#: after the nest: the check per element into `misses` is a horizontal max at the end of every
-#: row, chain16 at C = 16 and 4M elements ran 3.3x slower for it (C = 64 1.9x, C = 96 1.9x),
-#: and the per-lane max 1.4x slower from C = 128 on.
-LANE_CHECKS_BELOW = 128
 
-#: Rows a rows nest takes through its passes together (its `tile` is their elements): the
-#: reductions of a row of 96-200 elements end in horizontal sums, divisions and square roots
-#: that one row alone leaves the core waiting on; a second row's work fills the wait (LayerNorm
-#: [3136, 96] ran 1.8x faster with two, and four were slower on rows of 128 and 192). A nest
-#: with a transcendental op (softmax's exp) keeps the core busy with one row, and ran slower
-#: with two: it takes one row a step.
+#: Rows a rows nest takes through its passes together: the reductions of a row end in
+#: horizontal sums, divisions and square roots that one row alone leaves the core waiting on;
+#: a second row's work fills the wait. A nest with a transcendental op (softmax's exp) keeps
+#: the core busy with one row: it takes one row a step.
 ROWS_PER_STEP = 2
 #: Rows of a block of a rows nest with fixed-point per-row ops (int8 LayerNorm): its passes run
-#: row by row, its per-row ops once per block, vectorised across the block's rows (16 lanes,
-#: interleaved 4 times: the vectoriser's main loop).
+#: row by row, its per-row ops once per block, vectorised across the block's rows (the
+#: vectoriser's main loop).
 FIXED_POINT_ROW_BLOCK = 64
 
 
@@ -375,9 +358,8 @@ def _rows_nest(ir: KernelIR, phases: dict[int, int], target: Target) -> RowsNest
 def _padded_stages(stages: tuple[tuple[Op, ...], ...],
                    memory: set[int]) -> tuple[tuple[int, ...], dict[int, str]]:
     """The stages of a rows nest that may run over whole vectors past the row's end, and the
-    value each row buffer they read is filled with there (codegen.reduce.padding_of): a row
-    of 197 otherwise ends in 5 scalar iterations, and softmax's exp pass over whole vectors
-    made the kernel 1.05-1.07x faster. Such a stage reads and writes no array in memory (it
+    value each row buffer they read is filled with there (codegen.reduce.padding_of): else a
+    row that ends mid-vector ends in scalar iterations. Such a stage reads and writes no array in memory (it
     ends with its row), reads row buffers that stages not running past the row write (their
     padding stays as filled), and has no fused activation or guard (the fast loop would
     check what it makes of the padding)."""
