@@ -28,6 +28,7 @@ from .names import KERNEL_HELPERS, identifiers
 from .native import POINTERS
 from .nests import ElementwiseNest, RowBlockNest, RowsNest, Schedule, TableNest, UnrolledRowsNest
 from .ops import ACTIVATIONS, CHAIN_OPS
+from .variants import one_body
 from .writer import INDENT, LINE_LIMIT, assignment, wrap_call
 
 
@@ -129,10 +130,21 @@ def render_kernel(ir: KernelIR, schedule: Schedule, layout: TensorTableLayout) -
     exact = nest_blocks(ir, names, schedule, unstreamed, None)
     streamed = [t for nest in schedule.nests if nest.elements
                 and isinstance(nest, ElementwiseNest) for t in nest.streamed]
-    if fast:
+    setup = allocations(ir, names, schedule, local)
+    fast_lines = nest_blocks(ir, names, schedule, local, fast) if fast else []
+    body = one_body(exact, fast_lines) if fast else None
+    nests: list[str] = []
+    if body is not None:
+        arrays = list(dict.fromkeys([*(names[t] for t in memory),
+                                     *(line.split(" = ")[0] for line in setup)]))
+        nests = nests_function(f"{ir.name}_nests", arrays, body)
+        first = [*fast_comment(fast, 1 + bool(streamed)),
+                 *wrap_call(f"if {ir.name}_nests(", [*arrays, "False"], ") < INF_BITS:"),
+                 INDENT + "return"]
+        exact = wrap_call(f"{ir.name}_nests(", [*arrays, "True"], ")")
+    elif fast:
         first = [*fast_comment(fast, 1 + bool(streamed)), "misses = np.int32(0)",
-                 *nest_blocks(ir, names, schedule, local, fast),
-                 "if misses < INF_BITS:", INDENT + "return"]
+                 *fast_lines, "if misses < INF_BITS:", INDENT + "return"]
     elif streamed:
         first = [*EXACT_LOOP_COMMENT, *nest_blocks(ir, names, schedule, local, None),
                  "return"]
@@ -142,7 +154,7 @@ def render_kernel(ir: KernelIR, schedule: Schedule, layout: TensorTableLayout) -
         first = [*STREAMED_COMMENT, *all_line_aligned([names[t] for t in streamed]),
                  *(INDENT + line for line in first)]
     lines = [*first, *EXACT_LOOP_COMMENT, *exact] if first else exact
-    lines = allocations(ir, names, schedule, local) + lines
+    lines = setup + lines
     parallel = ", parallel=True" if any(nest.threads > 1 for nest in schedule.nests) else ""
     signature = "void(" + ", ".join(f"{ir.value(t).dtype}[::1]" for t in memory) + ")"
     kernel = [f"@njit('{signature}',",
@@ -151,12 +163,24 @@ def render_kernel(ir: KernelIR, schedule: Schedule, layout: TensorTableLayout) -
               *wrap_call(f"def {ir.name}(", [names[t] for t in memory], "):"),
               *(INDENT + line for line in lines)]
     table_lines = tables(ir, names, schedule)
-    constants = module_constants([*lines, *table_lines])
+    constants = module_constants([*lines, *nests, *table_lines])
     lines = header(ir, names, schedule) + [
-        "", *module_imports(lines, bool(parallel), {ir.value(t).dtype for t in memory}),
-        *(["", *constants] if constants else []), *table_lines, "", *kernel, "", "",
+        "", *module_imports([*lines, *nests], bool(parallel),
+                            {ir.value(t).dtype for t in memory}),
+        *(["", *constants] if constants else []), *table_lines, "", *nests, *kernel, "", "",
         *entry_point(ir, names, memory, layout), ""]
     return "\n".join(lines)
+
+
+def nests_function(name: str, arrays: list[str], body: list[str]) -> list[str]:
+    """The nests once for both loops (codegen.variants), a function of the kernel's arrays."""
+    return ["@njit(error_model='numpy', nogil=True, inline='always')",
+            *wrap_call(f"def {name}(", [*arrays, "exact"], "):"),
+            f'{INDENT}"""The nests: with `exact` as LiteRT computes them; else the fast loop,',
+            f"{INDENT}which returns the largest magnitude() it checks. `exact` is a constant at",
+            f'{INDENT}each call: numba keeps one branch of each `if exact`."""',
+            f"{INDENT}misses = np.int32(0)", *(INDENT + line for line in body),
+            f"{INDENT}return misses", "", ""]
 
 
 def all_line_aligned(arrays: list[str]) -> list[str]:
