@@ -77,7 +77,7 @@ def kernel_names(names: dict[int, str], local: NestNames) -> set[str]:
 def allocations(ir: KernelIR, names: dict[int, str], schedule: Schedule,
                 local: list[NestNames]) -> list[str]:
     """What the kernel sets up before its first nest: the aligned copies of periodic operands
-    (schedule.Nest.aligned) it makes, the buffers between nests and the stage buffers of
+    (`aligned` of codegen.nests) it makes, the buffers between nests and the stage buffers of
     one-thread tiles, each on the stack or allocated as the schedule says."""
     lines = [f"{names[t]} = aligned_copy({names[t]})"
              for t in dict.fromkeys(t for nest in schedule.nests

@@ -14,7 +14,7 @@ NAME_LIMIT = 24
 
 
 #: Helpers the generated code calls: the op table's, the stack's buffers (aligned copies,
-#: schedule.Nest) and the fixed-point arithmetic of quantized ops (codegen.lower's QCALL).
+#: codegen.nests) and the fixed-point arithmetic of quantized ops (codegen.lower's QCALL).
 KERNEL_HELPERS = {**HELPER_MODULES, "aligned_copy": "codegen.native",
                   "stack_empty": "codegen.native", "stream_store": "codegen.native",
                   "stream_fence": "codegen.native", "line_aligned": "codegen.native",

@@ -1,7 +1,8 @@
 """What a schedule is: loop nests of a few kinds, each with only the fields its kind means.
 
-codegen.schedule decides them (`plan`); codegen.render writes each kind with an emitter of its
-own. A new kind of nest is one class here, the planning that makes it, and one emitter.
+codegen.schedule decides them (`plan`); codegen.emit and codegen.emit_rows write each kind with
+an emitter of its own (render.EMITTERS). A new kind of nest is one class here, the planning that
+makes it, and one emitter.
 """
 from __future__ import annotations
 

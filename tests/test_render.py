@@ -16,6 +16,7 @@ from codegen.native import aligned_copy, line_aligned, stream_fence, stream_stor
 from codegen.fastpath import FastPath
 from codegen.render import TensorTableLayout
 from codegen.schedule import STREAM_MIN_BYTES
+from codegen.variants import one_body
 from conftest import HOST, builtin_interpreter, kernel_source, run, same_bits
 from fusion_delegate import FusionDelegate
 from perf.workloads import Workload, bias_relu6_scale, chain16, se_gate
@@ -309,3 +310,16 @@ def test_stream_store_casts_its_value_and_line_aligned_finds_the_line():
     assert streamed_halves(memory[start:start + 64])
     assert np.array_equal(memory[start:start + 64], np.arange(64, dtype=np.float32) / 2)
     assert not streamed_halves(memory[start + 1:start + 33])
+
+
+def test_the_two_loops_are_one_text_where_they_differ_in_whole_statements():
+    """codegen.variants: lines both loops have once, the rest under `if exact:`, `else:` or
+    `if not exact:`; a difference inside a statement (a continuation line) keeps two copies."""
+    exact = ["for i in range(4):", "    y[i] = clamp_overflow(x[i] + c)", "z = 1"]
+    fast = ["for i in range(4):", "    y[i] = x[i] + c", "    misses = max(misses, y[i])",
+            "stream_fence()", "z = 1"]
+    assert one_body(exact, fast) == [
+        "for i in range(4):", "    if exact:", "        y[i] = clamp_overflow(x[i] + c)",
+        "    else:", "        y[i] = x[i] + c", "        misses = max(misses, y[i])",
+        "if not exact:", "    stream_fence()", "z = 1"]
+    assert one_body(["y = f(a,", "      b)"], ["y = f(a,", "      c)"]) is None
