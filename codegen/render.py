@@ -139,9 +139,11 @@ def render_kernel(ir: KernelIR, schedule: Schedule, layout: TensorTableLayout) -
                                      *(line.split(" = ")[0] for line in setup)]))
         nests = nests_function(f"{ir.name}_nests", arrays, body)
         first = [*fast_comment(fast, 1 + bool(streamed)),
-                 *wrap_call(f"if {ir.name}_nests(", [*arrays, "False"], ") < INF_BITS:"),
+                 *wrap_call(f"if {ir.name}_nests(", [*arrays, "False"], ") < INF_BITS:",
+                            width=LINE_LIMIT - len(INDENT) * (1 + bool(streamed))),
                  INDENT + "return"]
-        exact = wrap_call(f"{ir.name}_nests(", [*arrays, "True"], ")")
+        exact = wrap_call(f"{ir.name}_nests(", [*arrays, "True"], ")",
+                          width=LINE_LIMIT - len(INDENT))
     elif fast:
         first = [*fast_comment(fast, 1 + bool(streamed)), "misses = np.int32(0)",
                  *fast_lines, "if misses < INF_BITS:", INDENT + "return"]
