@@ -155,7 +155,7 @@ def test_row_blocks_are_vectorised_along_rows_without_gathers(tmp_path, channels
     rows or the check loop with gathers (4-8x slower) in the forms they replaced."""
     source, fast = per_channel_chain(4096 // channels, channels, constants)
     assert "in blocks of" in fast
-    name = re.search(r"^def (\w+)\(", source, re.M).group(1)
+    name = re.search(r"^def (\w+)_invoke\(", source, re.M).group(1)
     kernel = KernelCache(str(tmp_path)).get(name, source)
     assert "gather" not in kernel.inspect_asm()
 
@@ -278,7 +278,7 @@ def test_a_streamed_nest_runs_the_exact_loop_into_an_output_off_a_cache_line(tmp
     rows = -(-STREAM_MIN_BYTES // (4 * 48))
     source, fast = per_channel_chain(rows, 48, 2)
     assert "if line_aligned(h1):" in source and "stream_store(h1, i0 * 48 + i1, h1_value)" in fast
-    name = re.search(r"^def (\w+)\(", source, re.M).group(1)
+    name = re.search(r"^def (\w+)_invoke\(", source, re.M).group(1)
     kernel = KernelCache(str(tmp_path)).get(name, source)
     rng = np.random.default_rng(0)
     x = rng.standard_normal(rows * 48, dtype=np.float32)
