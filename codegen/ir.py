@@ -2,7 +2,7 @@
 one shape: codegen.schedule places each op in a loop nest over its own).
 
 IR nodes are frozen dataclasses, so an IR prints, compares and hashes. The delegate builds one
-per partition and set of input shapes; `render.render_kernel` turns it into source text.
+per partition and set of input shapes; `codegen.pipeline.build` plans and renders it as source text.
 """
 from __future__ import annotations
 

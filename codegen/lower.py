@@ -45,7 +45,8 @@ def lower(ir: KernelIR) -> KernelIR:
         if op.output not in values:
             values[op.output] = _kernel_value(values[op.inputs[0]], op)
     ir = replace(ir, values=tuple(values.values()))
-    return replace(ir, ops=tuple(_compose(ir, _tabulate(ir, _compose(ir, ops)))))
+    return replace(ir, ops=tuple(_without_identities(
+        ir, _compose(ir, _tabulate(ir, _compose(ir, ops))))))
 
 
 def _own(ir: KernelIR, op: Op, count: int) -> tuple[int, ...]:
@@ -288,6 +289,29 @@ def _tabulate(ir: KernelIR, ops: list[Op]) -> list[Op]:
         table = np.asarray(values).astype(quant.NUMPY_DTYPES[out.dtype])
         result.append(_table(op, x.tensor, table, (("source", source),)))
     return [op for op in result if op.output not in folded]
+
+
+def _without_identities(ir: KernelIR, ops: list[Op]) -> list[Op]:
+    """The ops without the LUTs that map every code to itself (a MUL by a constant that leaves
+    the codes as they are): their readers read their operand instead, and name their nodes
+    among their own. One that writes a partition output stays."""
+    same: dict[int, Op] = {}
+    result = []
+    for op in ops:
+        if any(t in same for t in op.inputs):
+            params = dict(op.params)
+            if "source" in params:
+                params["source"] = sum((dict(same[t].params)["source"] for t in op.inputs
+                                        if t in same), ()) + params["source"]
+            op = replace(op, inputs=tuple(same[t].inputs[0] if t in same else t
+                                          for t in op.inputs), params=tuple(params.items()))
+        x, out = ir.value(op.inputs[0]) if op.inputs else None, ir.value(op.output)
+        if (op.op == "LUT" and op.output not in ir.outputs and x.quantized
+                and x.dtype == out.dtype and np.array_equal(_array(ir, op), x.quant.codes())):
+            same[op.output] = op
+            continue
+        result.append(op)
+    return result
 
 
 def _reads(ops: list[Op]) -> dict[int, int]:

@@ -1,10 +1,10 @@
 """Byte table lookups at memory speed: 64 elements a step with AVX-512 VBMI byte shuffles.
 
 A LUT nest (codegen.lower) maps each int8/uint8 element through a 256-entry byte table. LLVM
-turns `table[x[i]]` into one scalar load per element (about 0.5 ns); VPERMI2B looks up 64
+turns `table[x[i]]` into one scalar load per element; VPERMI2B looks up 64
 bytes in a 128-byte table in one instruction, so two of them and a blend by the index's top
-bit cover 256 entries. Where numba's target (codegen.target) has no VBMI, `lookup_bytes` is
-the scalar loop: the intrinsic would end the process in LLVM there.
+bit cover 256 entries. Where numba's target (codegen.target) has no VBMI, the schedule has the
+kernel call `lookup_bytes_scalar` instead: the intrinsic would end the process in LLVM there.
 
 The table is indexed by the raw byte of the element (`byte_table` rotates an int8 table, which
 codegen.quant indexes by q + 128), so the loop never adds an offset.
@@ -17,12 +17,6 @@ from numba import njit, types
 from numba.extending import intrinsic
 
 _BYTES = ir.VectorType(ir.IntType(8), 64)
-
-from .target import numba_target
-
-#: numba's target has VPERMI2B on 512-bit vectors (read when this module is imported: numba's
-#: cache of `lookup_bytes` is keyed by that same target).
-HAS_BYTE_SHUFFLE = numba_target().byte_shuffle
 
 
 def byte_table(table: np.ndarray, in_dtype: str) -> np.ndarray:
@@ -58,13 +52,18 @@ def lookup_bytes(source, target, table):
 
     Inlined into the kernel (numba IR), and making no array of its own, so that in a kernel's
     loop over tiles LLVM keeps the table in registers and numba's reference counts of the
-    tile slices cancel. Called, each tile's call reloaded the table and made reference counting
-    calls around it (perf int8_block, 256K: 0.36 ns an element called, 0.23 inlined)."""
+    tile slices cancel: called, each tile's call would reload the table and count references
+    around it."""
     n = source.shape[0]
-    start = 0
-    if HAS_BYTE_SHUFFLE:
-        start = n - n % 64
-        for i in range(0, start, 64):
-            _lookup_64(source.ctypes.data + i, target.ctypes.data + i, table.ctypes.data)
+    start = n - n % 64
+    for i in range(0, start, 64):
+        _lookup_64(source.ctypes.data + i, target.ctypes.data + i, table.ctypes.data)
     for i in range(start, n):
+        target[i] = table[np.uint8(source[i])]
+
+
+@njit(error_model="numpy", nogil=True, cache=True, inline="always")
+def lookup_bytes_scalar(source, target, table):
+    """lookup_bytes one element at a time, for targets without byte shuffles."""
+    for i in range(source.shape[0]):
         target[i] = table[np.uint8(source[i])]

@@ -126,7 +126,7 @@ def stack_empty(typingctx, count, dtype):
     """An uninitialised 1-D array of `count` `dtype` elements on the kernel's stack, at the
     start of a cache line: a buffer between nests without the allocator's call. Like
     aligned_copy, it lives until the kernel returns: the kernel calls this at its top level,
-    never in a loop, and only for small buffers (render.STACK_BYTES)."""
+    never in a loop, and only for small buffers (schedule.STACK_BYTES)."""
     def codegen(context, builder, signature, args):
         return _stack_array(context, builder, signature.return_type, args[0])._getvalue()
     if not isinstance(count, types.Integer) or not isinstance(dtype, types.NumberClass):

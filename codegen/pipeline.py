@@ -61,7 +61,7 @@ def build(ir: KernelIR, layout: TensorTableLayout, target: Target | None = None,
     cache = cache or _scratch_cache()
 
     def evaluate(island: KernelIR, codes: np.ndarray) -> np.ndarray:
-        kernel = cache.get(island.name, render_kernel(island, layout))
+        kernel = cache.get(island.name, render_kernel(island, plan(island, target), layout))
         out = np.empty(codes.shape, island.value(island.outputs[0]).quant.numpy_dtype)
         kernel.loop(codes, out)
         return out
@@ -69,7 +69,8 @@ def build(ir: KernelIR, layout: TensorTableLayout, target: Target | None = None,
     ir = lowered(ir)
     try:
         ir = islands.tabulate(ir, evaluate)
-        return Built(ir, plan(ir), render_kernel(ir, layout))
+        schedule = plan(ir, target)
+        return Built(ir, schedule, render_kernel(ir, schedule, layout))
     except (IRError, CompileError) as error:
         raise NotBuildable(str(error)) from error
 

@@ -43,7 +43,7 @@ def clamp_overflow(x):
 @_inline
 def magnitude(x):
     """The bits of |x| as an int32: INF_BITS or more exactly for +-inf and NaN. A kernel's fast
-    loop keeps the largest it sees (render.FastPath): an and and an int32 max per element."""
+    loop keeps the largest it sees (codegen.fastpath): an and and an int32 max per element."""
     return np.int32(as_int32(x) & np.int32(0x7FFFFFFF))
 
 

@@ -10,21 +10,20 @@ computes and a later one reads goes through a buffer of its own size.
 
 Within a nest, four transformations of the loops fit it to the vector registers and L1:
 - row blocks: a nest over [M, C] with a short C (a vector or more) whose operands are whole
-  tensors or periodic [C] rows, many but few enough to stay in vector registers (chain16's 16
-  per-channel constants at C = 16), or few, in rows of three whole vectors or more, keeps
+  tensors or periodic [C] rows, many but few enough to stay in vector registers, or few, in rows of three whole vectors or more, keeps
   the plain [M, C] nest (the periodic operands then live in registers for the whole nest, or
   are read in place) and runs it in blocks of about ROW_TILE elements, each block's outputs
   checked by the fast loop in one flat loop after it, while in L1;
 - unrolled rows: such a nest, C of any length, with more periodic operands than registers
   computes UNROLL_ROWS rows in each iteration of its inner loop, each load of a periodic
   operand shared by them; out of L2 only short rows (the unrolled rows one stream) are
-  unrolled, and longer rows of whole vectors keep the plain nest, which streamed better than
-  row tiles (C = 128);
+  unrolled, and longer rows of whole vectors keep the plain nest, which streams better than
+  row tiles;
 - row tiles: any other such nest with a short C iterates the M * C elements flat, tile by
   tile, each tile `rows` rows long, with the periodic operands copied `rows` times once per
   invoke, all the copies within half of L1 (see ROW_BLOCK_OPERANDS for why few operands are
   not blocked);
-- stages: several transcendental ops run one loop each over L1-sized tiles (render.py), and
+- stages: several transcendental ops run one loop each over L1-sized tiles, and
   an 8-bit table lookup among other ops runs alone over the tile, 64 bytes a step (codegen.lut).
 
 A nest whose outputs leave the caches anyway (STREAM_MIN_BYTES) stores them past the caches
@@ -46,190 +45,96 @@ the per-row ops run once per block, across its rows. Threads split the rows, nev
 Any other reduction (H,W of NHWC) is an ordinary nest over its input's domain accumulating
 into a buffer of its output's size, in the input's order, on one thread.
 
-`plan` is a pure function of the IR and the renderer a pure function of the plan: tests assert
-on plans without compiling, and the source text stays the cache key.
+`plan(ir, target)` is a pure function of the IR and the target (codegen.target: vector width,
+registers, streaming stores, byte shuffles), and decides everything the renderer writes: the
+kinds of nests (codegen.nests), their threads, the memory on the kernel's stack, the fast loop
+(codegen.fastpath). Tests assert on plans without compiling, and the source text stays the
+cache key.
 """
 from __future__ import annotations
 
 import math
-import platform
-from dataclasses import dataclass
+from dataclasses import replace
 
+import numpy as np
+
+from .fastpath import FastPath
 from .ir import IRError, KernelIR, Op, reduced_shape
+from .nests import (ElementwiseNest, LoopNest, Nest, RowBlockNest, RowsNest, Schedule, TableNest,
+                    UnrolledRowsNest, collapse)
 from .ops import TRANSCENDENTAL, TRANSCENDENTAL_COST
 from .reduce import padding_of
+from .target import Target
 
 #: Innermost loops shorter than this are made longer, by row tiles of about ROW_TILE elements
 #: (long enough that each tile's loop setup is small against its work); stage tiles are TILE.
 TILE = 256
 ROW_TILE = 1024
 #: The row-tile copies of a nest's periodic operands together stay within this many bytes, half
-#: of L1, else each tile's loop streams them from L2 (docs/chain_performance.md: 16 per-channel
-#: constants in 1024-element copies, 64 KiB, ran at half the speed of 128-element ones).
+#: of L1, else each tile's loop streams them from L2.
 ROW_COPIES_BYTES = 16 << 10
 #: Stages need an innermost dimension at least this long, else one loop does better.
 TILE_MIN = 64
-#: Elements of one iteration of LLVM's vectorised loop (16 float32 lanes, interleaved 4 times):
-#: row tiles are a multiple of it, so no element of a whole tile runs in the scalar remainder.
-VECTOR_BLOCK = 64
-#: 32-bit lanes of one vector register (AVX-512), and how many of the 32 registers a nest's
-#: periodic operands may hold for the whole nest (the rest hold the values being computed):
-#: within that, with rows of a vector or more and ROW_BLOCK_OPERANDS periodic operands or
-#: more, row blocks; else row tiles. Rows of 8 fill half a vector (2.2x slower in blocks);
-#: with 1, 2 or 4 periodic operands LLVM may vectorise the plain nest across rows instead,
-#: with gathers and scatters (5-9x slower at some C in 16..96), while from 8 on, where the
-#: tiles' copies cost the most loads, blocks were never slower (docs/chain_performance.md).
-LANES = 16
-CONSTANT_REGISTERS = 24
+#: Vectors of one iteration of LLVM's vectorised loop (vector_block): row tiles are a multiple
+#: of it, so no element of a whole tile runs in the scalar remainder.
+INTERLEAVE = 4
+#: The quarters of the target's vector registers a nest's periodic operands may hold for the
+#: whole nest (the rest hold the values being computed). Within that, rows of a vector or more
+#: with ROW_BLOCK_OPERANDS periodic operands or more run in row blocks: with fewer, LLVM may
+#: vectorise the plain nest across rows instead, with gathers and scatters, while with more
+#: the row tiles' copies cost the most loads.
+CONSTANT_REGISTER_QUARTERS = 3
 ROW_BLOCK_OPERANDS = 8
 #: ... and, with fewer periodic operands (in registers too), rows of whole vectors from this
-#: many lanes up to TILE, in nests within L2 (UNROLL_MAX_ELEMENTS): from three vectors a row
-#: LLVM vectorises the row loop, never the loop across rows (no gathers in the asm for C =
-#: 48..240 and 1..7 operands), and blocks ran up to 2x faster than row tiles, without their
-#: copies (16K and 256K elements; with one operand 0.95-1.17x; with more operands than
-#: registers up to 1.25x slower, so those keep tiles). Rows of one or two vectors (C = 16, 32)
-#: still got gathers with 1 or 2 operands; at 4M elements blocks ran 1.1-1.7x slower than tiles
-#: (bias_relu6_scale at C = 96, se_gate at C = 64). Rows of int8 data must be whole multiples
-#: of VECTOR_BLOCK: LLVM vectorises them 64 elements a step, and an int8 squeeze-excite gate
-#: at C = 48 ran scalar in blocks, 6.7x slower than in row tiles (_row_lanes).
-BLOCK_MIN_ROW = 3 * LANES
+#: many vectors up to TILE, in nests within L2 (UNROLL_MAX_ELEMENTS): from three vectors a row
+#: LLVM vectorises the row loop, never the loop across rows, and blocks need no copies. Out of
+#: L2, or with more operands than registers, row tiles stream better. Rows of int8 data must
+#: be whole vector blocks (_row_lanes): LLVM vectorises them a vector block a step, and leaves
+#: shorter rows scalar.
+BLOCK_MIN_VECTORS = 3
 #: Rows per iteration of the inner loop of a per-channel nest with ROW_BLOCK_OPERANDS periodic
 #: operands or more that do not fit in registers: each load of a periodic operand then serves
-#: UNROLL_ROWS rows (chain16 at C = 256 is bound by loads, 17 a vector; 1.6x at 64K).
+#: UNROLL_ROWS rows (such a nest is bound by its loads).
 UNROLL_ROWS = 4
 #: ... in nests of at most this many elements, or with the UNROLL_ROWS rows of an iteration
-#: within UNROLL_MAX_SPAN elements (C <= 64), one stream through memory: beyond, C = 128 and 256
-#: ran 1.6-1.8x slower unrolled than in the plain nest at 4M (chain16, C = 256: 30% of copy
-#: bandwidth at 1M, 32% against 61% at 4M), where at 256K they were 1.26x faster; C = 32 and
-#: 64 ran 1.2-1.3x faster unrolled at 4M, ahead of jax.jit and of np.copyto, provided their
-#: periodic operands are read from copies that start on a cache line (`aligned`): in the
-#: model's flatbuffer they are 16-byte aligned, and the vector loads that span two lines made
-#: the nest 2.4x slower at 4M (no difference at 64K). The plain nest that takes longer rows
-#: beyond that reads them from such copies too: on Zen 5, chain16 at C = 256 and 4M elements
-#: ran 2x faster for it, at np.copyto's speed (on Zen 4 it made no difference).
+#: within UNROLL_MAX_SPAN elements, one stream through memory; longer rows out of L2 run the
+#: plain nest, which streams better. Out of L2, periodic operands are read from copies that
+#: start on a cache line (`aligned`): in the model's flatbuffer they are 16-byte aligned, and
+#: vector loads that span two lines slow the nest down.
 UNROLL_MAX_ELEMENTS = 1 << 18
 UNROLL_MAX_SPAN = 256
 #: A nest whose float32 outputs (those no later nest reads) take this many bytes or more
 #: stores them with streaming stores (codegen.native.stream_store), past the caches: with an
-#: input as large, they leave a 32 MiB L3 anyway, and a store that misses the caches first
-#: reads the line it writes, a third of the nest's traffic. chain16 at C = 16 took 0.89x the
-#: time of normal stores at 4M elements, 0.96x at 3M, 0.99x at 2M (docs/chain_performance.md).
-#: Every vector store must start on a vector (the stores' alignment): such a nest is the
-#: plain nest where its rows are whole vectors, without the blocks and unrolled rows above
-#: (blocks' checks read back what they stored; streamed rows of C < 128 check per lane
-#: instead, render.LANE_CHECKS_BELOW), else its tiles (row tiles, stages) if each starts on
-#: a vector, their last stage's outputs streamed; else nothing is streamed.
+#: input as large they leave the last-level cache anyway, and a store that misses the caches
+#: first reads the line it writes, a third of the nest's traffic. Every vector store must
+#: start on a vector: such a nest is the plain nest where its rows are whole vectors, without
+#: the blocks and unrolled rows above (blocks' checks read back what they stored), else its
+#: tiles (row tiles, stages) if each starts on a vector, their last stage's outputs streamed;
+#: else nothing is streamed.
 STREAM_MIN_BYTES = 8 << 20
-#: Streaming stores are x86's (`movnt`, ordered by `sfence`).
-STREAMING = platform.machine().lower() in ("x86_64", "amd64")
+#: ... and with rows shorter than this it keeps the fast loop's checks per lane of a row (a max
+#: per element in an array of the row's length, their largest taken after the nest): a check
+#: per element into one `misses` ends every short row in a horizontal max.
+LANE_CHECKS_BELOW = 128
 
-#: Rows a rows nest takes through its passes together (its `tile` is their elements): the
-#: reductions of a row of 96-200 elements end in horizontal sums, divisions and square roots
-#: that one row alone leaves the core waiting on; a second row's work fills the wait (LayerNorm
-#: [3136, 96] ran 1.8x faster with two, and four were slower on rows of 128 and 192). A nest
-#: with a transcendental op (softmax's exp) keeps the core busy with one row, and ran slower
-#: with two: it takes one row a step.
+#: Below this many elements a kernel runs on one thread: waking threads costs more.
+PARALLEL_MIN_ELEMENTS = 1 << 16
+#: Bytes of its buffers and aligned copies a kernel may keep on its stack (_on_stack): a few
+#: pages, within any thread's stack that calls the interpreter.
+STACK_BYTES = 64 << 10
+
+#: Rows a rows nest takes through its passes together: the reductions of a row end in
+#: horizontal sums, divisions and square roots that one row alone leaves the core waiting on;
+#: a second row's work fills the wait. A nest with a transcendental op (softmax's exp) keeps
+#: the core busy with one row: it takes one row a step.
 ROWS_PER_STEP = 2
 #: Rows of a block of a rows nest with fixed-point per-row ops (int8 LayerNorm): its passes run
-#: row by row, its per-row ops once per block, vectorised across the block's rows (16 lanes,
-#: interleaved 4 times: the vectoriser's main loop).
+#: row by row, its per-row ops once per block, vectorised across the block's rows (the
+#: vectoriser's main loop).
 FIXED_POINT_ROW_BLOCK = 64
 
 
-@dataclass(frozen=True)
-class LoopNest:
-    """The collapsed iteration space and, per tensor, which of its dims are broadcast."""
-    sizes: tuple[int, ...]
-    broadcast: dict                      # tensor id -> tuple[bool, ...] over `sizes`
-
-    def strides(self, tensor: int) -> list[tuple[int, int]]:
-        """(loop dim, element stride) of each dim the tensor varies along, outermost first."""
-        dims = [d for d, b in enumerate(self.broadcast[tensor]) if not b]
-        strides, stride = [], 1
-        for d in reversed(dims):
-            strides.append((d, stride))
-            stride *= self.sizes[d]
-        return strides[::-1]
-
-
-def collapse(shape: tuple[int, ...], operands: dict) -> LoopNest:
-    """Drop size-1 dims and merge adjacent dims with the same broadcast pattern for every
-    operand (TFLite's broadcast collapsing), so the inner loop is as long as possible."""
-    rank = len(shape)
-    masks = {}
-    for tensor, operand_shape in operands.items():
-        aligned = (1,) * (rank - len(operand_shape)) + tuple(operand_shape)
-        masks[tensor] = [a == 1 and s != 1 for a, s in zip(aligned, shape)]
-    keep = [d for d in range(rank) if shape[d] != 1]
-    sizes: list[int] = []
-    merged = {t: [] for t in operands}
-    for d in keep:
-        pattern = [masks[t][d] for t in operands]
-        if sizes and pattern == [merged[t][-1] for t in operands]:
-            sizes[-1] *= shape[d]
-            continue
-        sizes.append(shape[d])
-        for t in operands:
-            merged[t].append(masks[t][d])
-    if not sizes:
-        return LoopNest((1,), {t: (False,) for t in operands})
-    return LoopNest(tuple(sizes), {t: tuple(m) for t, m in merged.items()})
-
-
-@dataclass(frozen=True)
-class Nest:
-    """One loop nest: `ops` (all of output shape `domain`) over the collapsed `loops`.
-
-    reads: tensors it loads (partition inputs, buffers and outputs of earlier nests);
-    writes: tensors it stores (partition outputs, buffers for later nests). tile > 0: the
-    innermost loop runs tile by tile, `tile` elements each; periodic: operands read through a
-    copy repeated to one tile (row tiles), by tensor, with their period; row_block > 0: the
-    [M, C] nest runs `row_block` rows at a time (row blocks); row_unroll > 0: its inner loop
-    computes `row_unroll` rows an iteration (unrolled rows); stages: the ops, one group per
-    loop over a tile (one group: a single loop).
-    """
-    domain: tuple[int, ...]
-    ops: tuple[Op, ...]
-    loops: LoopNest
-    reads: tuple[int, ...]
-    writes: tuple[int, ...]
-    tile: int = 0
-    periodic: tuple[tuple[int, int], ...] = ()
-    stages: tuple[tuple[Op, ...], ...] = ()
-    row_block: int = 0
-    row_unroll: int = 0
-    aligned: tuple[int, ...] = ()       # periodic operands read through cache-aligned copies
-    kind: str = "elementwise"           # "table": one byte LUT over a whole tensor; "rows"
-    per_row: tuple[tuple[Op, ...], ...] = ()  # rows: the scalar ops before each stage, and last
-    lookups: tuple[int, ...] = ()       # outputs of LUTs run as a stage of byte lookups
-    padded: tuple[int, ...] = ()        # rows: the stages that run over whole vectors, and
-    padding: tuple[tuple[int, str], ...] = ()  # what each row buffer holds past the row's end
-    streamed: tuple[int, ...] = ()      # outputs stored past the caches (STREAM_MIN_BYTES)
-
-    @property
-    def elements(self) -> int:
-        return math.prod(self.domain)
-
-    @property
-    def row_tiled(self) -> bool:
-        return bool(self.periodic)
-
-    @property
-    def row_stride(self) -> int:
-        """Elements of one row in a rows nest's row buffers: its length, rounded up to whole
-        vectors where some stage runs over them."""
-        cols = self.loops.sizes[-1]
-        return -(-cols // LANES) * LANES if self.padded else cols
-
-
-@dataclass(frozen=True)
-class Schedule:
-    """The nests in execution order and the buffers between them (tensor id -> elements)."""
-    nests: tuple[Nest, ...]
-    buffers: tuple[tuple[int, int], ...]
-
-
-def plan(ir: KernelIR) -> Schedule:
+def plan(ir: KernelIR, target: Target) -> Schedule:
     """Place every op in the nest of its domain (its output shape, a reduction's input shape)
     and phase; order the nests so each runs after the nests it reads from, earlier phases and
     smaller domains first; loop each over its collapsed, maybe tiled, domain. Reductions over
@@ -239,7 +144,7 @@ def plan(ir: KernelIR) -> Schedule:
     differ, so within a phase a nest only ever reads from nests over smaller domains, and a
     reduction's result is read in a later phase: the order exists."""
     phases = _phases(ir)
-    rows = _rows_nest(ir, phases)
+    rows = _rows_nest(ir, phases, target)
     in_rows = {op.output for op in rows.ops} if rows else set()
     nests = [rows] if rows else []
     buffers = {t: math.prod(ir.value(t).shape) for t in (rows.writes if rows else ())
@@ -269,8 +174,70 @@ def plan(ir: KernelIR) -> Schedule:
         for t in writes:
             if t not in ir.outputs:
                 buffers[t] = math.prod(ir.value(t).shape)
-        nests.append(_loops(ir, key[0], ops, reads, writes, tuple(set(writes) - later)))
-    return Schedule(tuple(nests), tuple(sorted(buffers.items())))
+        nests.append(_loops(ir, key[0], ops, reads, writes, tuple(set(writes) - later), target))
+    nests = [_threaded(nest, ir.threads, target.lanes) for nest in nests]
+    in_passes = frozenset(op.output for nest in nests if isinstance(nest, RowsNest)
+                          for stage in nest.stages for op in stage)
+    fast = FastPath.of(ir, in_passes)
+    ordered = tuple(sorted(buffers.items()))
+    return Schedule(tuple(nests), ordered, _on_stack(ir, nests, ordered),
+                    fast if fast.pays else None)
+
+
+def _threaded(nest: Nest, requested: int, lanes: int) -> Nest:
+    """The nest with its outermost loop split over threads: 1 unless the nest is large (and
+    loops: a table nest is one call); parts of whole steps of rows, of whole groups of
+    unrolled rows, of whole vectors where outputs are streamed."""
+    if (requested <= 1 or nest.elements < PARALLEL_MIN_ELEMENTS or isinstance(nest, TableNest)
+            or not isinstance(nest, RowsNest) and any(op.reduction for op in nest.ops)):
+        return nest                    # (a reduction's outer loop may run along a reduced dim)
+    threads = min(requested, nest.levels[0][1])
+    if threads == 1:
+        return nest
+    if isinstance(nest, UnrolledRowsNest):
+        rows = nest.loops.sizes[0]
+        whole = rows - rows % nest.unroll
+        part = -(-whole // (threads * nest.unroll)) * nest.unroll
+    else:
+        unit = lanes if isinstance(nest, ElementwiseNest) and nest.streamed and not nest.tile \
+            else 1
+        part = -(-nest.levels[0][1] // (threads * unit)) * unit
+    return replace(nest, threads=threads, part=part)
+
+
+def _stage_buffers(stages: tuple[tuple[Op, ...], ...], writes: tuple[int, ...]
+                   ) -> tuple[int, ...]:
+    """The values a stage computes and a later stage reads, other than the nest's outputs: each
+    tile's stage buffers."""
+    stage_of = {op.output: n for n, group in enumerate(stages) for op in group
+                if not op.reduction}
+    return tuple(sorted({t for n, group in enumerate(stages) for op in group
+                         for t in op.inputs if stage_of.get(t, n) < n} - set(writes)))
+
+
+def _on_stack(ir: KernelIR, nests: list[Nest], buffers: tuple[tuple[int, int], ...]
+              ) -> frozenset[int]:
+    """The aligned copies of periodic operands (Nest.aligned), the buffers between nests and
+    the stage buffers of one-thread nests that fit in STACK_BYTES, taken in that order (a
+    stack array costs nothing, an allocator's call as much as a small kernel); the buffers
+    beyond are allocated, and the aligned copies beyond are not made (the operands are read in
+    place). A stage buffer filled with its padding is allocated."""
+    room = STACK_BYTES
+    stack = set()
+    wanted = [(t, math.prod(ir.value(t).shape)) for t in dict.fromkeys(
+        t for nest in nests if isinstance(nest, (ElementwiseNest, UnrolledRowsNest))
+        for t in nest.aligned)]
+    wanted += buffers
+    wanted += [(t, nest.tile_elements) for nest in nests
+               if isinstance(nest, (ElementwiseNest, RowsNest)) and nest.threads == 1
+               for t in nest.stage_buffers
+               if not isinstance(nest, RowsNest) or t not in dict(nest.padding)]
+    for t, elements in wanted:
+        size = elements * np.dtype(ir.value(t).dtype).itemsize
+        if size <= room:
+            room -= size
+            stack.add(t)
+    return frozenset(stack)
 
 
 def _phases(ir: KernelIR) -> dict[int, int]:
@@ -307,7 +274,7 @@ def _split(ir: KernelIR, op: Op) -> tuple[tuple[int, ...], tuple[int, ...]] | No
     return _squeeze(shape[:len(shape) - len(axes)]), shape[len(shape) - len(axes):]
 
 
-def _rows_nest(ir: KernelIR, phases: dict[int, int]) -> Nest | None:
+def _rows_nest(ir: KernelIR, phases: dict[int, int], target: Target) -> RowsNest | None:
     """One nest over rows for the reductions over the trailing dims of one domain
     [*rows, *cols] (the first such reduction's) and the ops around them, or None if there are
     none. It takes, in order, each op over that domain (a full op) or over its rows (a per-row
@@ -378,21 +345,21 @@ def _rows_nest(ir: KernelIR, phases: dict[int, int]) -> Nest | None:
         broadcast[t] = (math.prod(row_part) == 1, math.prod(col_part) == 1)
     transcendental = any(op.spec.cost >= TRANSCENDENTAL_COST for op in full_ops)
     fixed_point = any(op.op in ("LUT", "QCALL") for op in row_ops)
-    block = min(FIXED_POINT_ROW_BLOCK, sizes[0]) if fixed_point else 0
-    tile = sizes[1] * (block or (1 if transcendental else min(ROWS_PER_STEP, sizes[0])))
-    padded, padding = (_padded_stages(stage_ops, {*reads, *writes}) if sizes[1] % LANES
+    step_rows = (min(FIXED_POINT_ROW_BLOCK, sizes[0]) if fixed_point
+                 else 1 if transcendental else min(ROWS_PER_STEP, sizes[0]))
+    padded, padding = (_padded_stages(stage_ops, {*reads, *writes}) if sizes[1] % target.lanes
                        else ((), {}))
-    return Nest(rows + cols, ops, LoopNest(sizes, broadcast), reads, writes, tile=tile,
-                stages=stage_ops, kind="rows", per_row=per_row, padded=padded, row_block=block,
-                padding=tuple(sorted(padding.items())))
+    return RowsNest(domain=rows + cols, ops=ops, loops=LoopNest(sizes, broadcast), reads=reads,
+                    writes=writes, stages=stage_ops, per_row=per_row, step_rows=step_rows,
+                    across=fixed_point, padded=padded, padding=tuple(sorted(padding.items())),
+                    lanes=target.lanes, stage_buffers=_stage_buffers(stage_ops, writes))
 
 
 def _padded_stages(stages: tuple[tuple[Op, ...], ...],
                    memory: set[int]) -> tuple[tuple[int, ...], dict[int, str]]:
     """The stages of a rows nest that may run over whole vectors past the row's end, and the
-    value each row buffer they read is filled with there (codegen.reduce.padding_of): a row
-    of 197 otherwise ends in 5 scalar iterations, and softmax's exp pass over whole vectors
-    made the kernel 1.05-1.07x faster. Such a stage reads and writes no array in memory (it
+    value each row buffer they read is filled with there (codegen.reduce.padding_of): else a
+    row that ends mid-vector ends in scalar iterations. Such a stage reads and writes no array in memory (it
     ends with its row), reads row buffers that stages not running past the row write (their
     padding stays as filled), and has no fused activation or guard (the fast loop would
     check what it makes of the padding)."""
@@ -426,90 +393,102 @@ def _unique(items) -> tuple[int, ...]:
 
 
 def _loops(ir: KernelIR, domain: tuple[int, ...], ops: tuple[Op, ...], reads: tuple[int, ...],
-           writes: tuple[int, ...], finals: tuple[int, ...]) -> Nest:
+           writes: tuple[int, ...], finals: tuple[int, ...], target: Target) -> Nest:
     """The nest of `ops`, which writes `writes`, of which no later nest reads `finals`."""
+    lanes = target.lanes
     reductions = {op.output: op for op in ops if op.reduction}
     loops = collapse(domain, {t: _squeeze(ir.value(t).shape) for t in reads}
                      | {t: _in_domain(ir, t, reductions) for t in writes})
-    periodic: tuple[tuple[int, int], ...] = ()
-    tile = 0
-    if any(op.reduction for op in ops):
-        return Nest(domain, ops, loops, reads, writes, stages=(ops,))
-    large = _large_outputs(ir, loops, finals)
-    if large and _streams_plain(ir, ops, loops):
-        return Nest(domain, ops, loops, reads, writes, stages=(ops,), streamed=large,
-                    aligned=_periodic_inputs(ir, loops))
+    common = {"domain": domain, "ops": ops, "loops": loops, "reads": reads, "writes": writes}
+    if reductions:
+        return ElementwiseNest(**common, stages=(ops,))
+    large = _large_outputs(ir, loops, finals, target)
+    if large and _streams_plain(ir, ops, loops, lanes):
+        return ElementwiseNest(**common, stages=(ops,), streamed=large,
+                               aligned=_periodic_inputs(ir, loops),
+                               lane_checks=loops.sizes[-1] < LANE_CHECKS_BELOW)
     if _per_channel(loops):
         rows, period = loops.sizes
         constants = _row_operands(loops)
         flat = LoopNest((rows * period,), {})
-        many = period >= LANES and ROW_BLOCK_OPERANDS <= constants
-        lanes = _row_lanes(ir, reads, writes)
-        whole_vectors = (period % lanes == 0 and BLOCK_MIN_ROW <= period < TILE
+        many = period >= lanes and ROW_BLOCK_OPERANDS <= constants
+        whole_vectors = (period % _row_lanes(ir, reads, writes, lanes) == 0
+                         and BLOCK_MIN_VECTORS * lanes <= period < TILE
                          and rows * period <= UNROLL_MAX_ELEMENTS)
         one_stage = (many or whole_vectors) and len(_stages(
             ops, flat, _lookups(ir, ops, flat, writes))) == 1
-        if one_stage and -(-period // LANES) * constants <= CONSTANT_REGISTERS:
-            return Nest(domain, ops, loops, reads, writes, stages=(ops,),
-                        row_block=min(rows, max(1, ROW_TILE // period)))
+        registers = target.vector_registers * CONSTANT_REGISTER_QUARTERS // 4
+        if one_stage and -(-period // lanes) * constants <= registers:
+            return RowBlockNest(**common, rows_per_block=min(rows, max(1, ROW_TILE // period)))
         if many and one_stage:
             if UNROLL_ROWS <= rows and rows * period <= UNROLL_MAX_ELEMENTS:
-                return Nest(domain, ops, loops, reads, writes, stages=(ops,),
-                            row_unroll=UNROLL_ROWS)
+                return UnrolledRowsNest(**common, unroll=UNROLL_ROWS)
             periodic_rows = _periodic_inputs(ir, loops)
             if UNROLL_ROWS <= rows and UNROLL_ROWS * period <= UNROLL_MAX_SPAN:
-                return Nest(domain, ops, loops, reads, writes, stages=(ops,),
-                            row_unroll=UNROLL_ROWS, aligned=periodic_rows)
-            if period % LANES == 0:
-                return Nest(domain, ops, loops, reads, writes, stages=(ops,),
-                            aligned=periodic_rows)
+                return UnrolledRowsNest(**common, unroll=UNROLL_ROWS, aligned=periodic_rows)
+            if period % lanes == 0:
+                return ElementwiseNest(**common, stages=(ops,), aligned=periodic_rows)
+    periodic: tuple[tuple[int, int], ...] = ()
+    tile = 0
     if _row_tileable(loops):
         rows, period = loops.sizes
         periodic = tuple((t, period) for t, mask in loops.broadcast.items()
                          if mask == (True, False))
-        unit = math.lcm(period, VECTOR_BLOCK)
-        target = min(ROW_TILE, ROW_COPIES_BYTES // (4 * len(periodic)))
-        tile = min(rows * period, unit * max(1, -(-target // unit)))
+        unit = math.lcm(period, vector_block(target))
+        wanted = min(ROW_TILE, ROW_COPIES_BYTES // (4 * len(periodic)))
+        tile = min(rows * period, unit * max(1, -(-wanted // unit)))
         loops = LoopNest((rows * period,), {t: (mask == (True, True),)
                                             for t, mask in loops.broadcast.items()})
+        common["loops"] = loops
     if _byte_table(ir, ops, loops):
-        return Nest(domain, ops, loops, reads, writes, stages=(ops,), kind="table")
+        return TableNest(**common, shuffles=target.byte_shuffle)
     lookups = _lookups(ir, ops, loops, writes)
     stages = _stages(ops, loops, lookups)
     if len(stages) > 1 and not tile:
         tile = TILE
     streamed: tuple[int, ...] = ()
-    if large and tile and not lookups and _tiles_start_on_vectors(loops, tile):
+    if large and tile and not lookups and _tiles_start_on_vectors(loops, tile, lanes):
         streamed = tuple(t for t in large if t in {op.output for op in stages[-1]})
-    return Nest(domain, ops, loops, reads, writes, tile, periodic, stages, lookups=lookups,
-                streamed=streamed)
+    return ElementwiseNest(**common, stages=stages, tile=tile, periodic=periodic,
+                           bounded_copies=bool(periodic) and periodic[0][1] >= lanes,
+                           lookups=lookups, shuffles=bool(lookups) and target.byte_shuffle,
+                           stage_buffers=_stage_buffers(stages, writes), streamed=streamed,
+                           lane_checks=bool(streamed) and loops.sizes[-1] < LANE_CHECKS_BELOW)
 
 
-def _row_lanes(ir: KernelIR, reads: tuple[int, ...], writes: tuple[int, ...]) -> int:
+def vector_block(target: Target) -> int:
+    """Elements of one iteration of LLVM's vectorised loop over float32 (INTERLEAVE vectors)."""
+    return INTERLEAVE * target.lanes
+
+
+def _row_lanes(ir: KernelIR, reads: tuple[int, ...], writes: tuple[int, ...],
+               lanes: int) -> int:
     """What a row of a per-channel nest's plain loop must be a multiple of for LLVM to vectorise
-    all of it: a vector of float32 lanes; for int8 data, VECTOR_BLOCK bytes."""
+    all of it: a vector of float32 lanes; for int8 data, a vector block's bytes."""
     quantized = any(ir.value(t).quantized for t in (*reads, *writes))
-    return VECTOR_BLOCK if quantized else LANES
+    return INTERLEAVE * lanes if quantized else lanes
 
 
-def _large_outputs(ir: KernelIR, loops: LoopNest, finals: tuple[int, ...]) -> tuple[int, ...]:
-    """The float32 `finals` of a nest, if together STREAM_MIN_BYTES or more: what it may
-    stream."""
+def _large_outputs(ir: KernelIR, loops: LoopNest, finals: tuple[int, ...],
+                   target: Target) -> tuple[int, ...]:
+    """The float32 `finals` of a nest, if together STREAM_MIN_BYTES or more and the target has
+    streaming stores: what it may stream."""
     large = tuple(t for t in sorted(finals) if ir.value(t).dtype == "float32")
-    if not STREAMING or 4 * math.prod(loops.sizes) * len(large) < STREAM_MIN_BYTES:
+    if (not target.streaming_stores
+            or 4 * math.prod(loops.sizes) * len(large) < STREAM_MIN_BYTES):
         return ()
     return large
 
 
-def _streams_plain(ir: KernelIR, ops: tuple[Op, ...], loops: LoopNest) -> bool:
+def _streams_plain(ir: KernelIR, ops: tuple[Op, ...], loops: LoopNest, lanes: int) -> bool:
     """Whether the nest streams as the plain nest: one stage, rows of whole vectors (so LLVM's
-    vector stores start on vector boundaries), and, 2-D, rows of BLOCK_MIN_ROW lanes or
+    vector stores start on vector boundaries), and, 2-D, rows of BLOCK_MIN_VECTORS vectors or
     ROW_BLOCK_OPERANDS per-channel operands (else LLVM vectorises it across rows, with gathers
     and scatters: such a nest streams from row tiles)."""
     constants = _row_operands(loops)
     lookups = _lookups(ir, ops, loops, tuple(op.output for op in ops))
-    return not (loops.sizes[-1] % LANES or lookups or len(_stages(ops, loops)) > 1
-                or len(loops.sizes) == 2 and loops.sizes[1] < BLOCK_MIN_ROW
+    return not (loops.sizes[-1] % lanes or lookups or len(_stages(ops, loops)) > 1
+                or len(loops.sizes) == 2 and loops.sizes[1] < BLOCK_MIN_VECTORS * lanes
                 and constants < ROW_BLOCK_OPERANDS)
 
 
@@ -518,12 +497,12 @@ def _row_operands(loops: LoopNest) -> int:
     return sum(mask == (True, False) for mask in loops.broadcast.values())
 
 
-def _tiles_start_on_vectors(loops: LoopNest, tile: int) -> bool:
+def _tiles_start_on_vectors(loops: LoopNest, tile: int, lanes: int) -> bool:
     """Whether every tile starts on a whole vector: the tiles of a flat nest are whole vectors
     (or there is one), the rows of a deeper one are."""
     if len(loops.sizes) > 1:
-        return loops.sizes[-1] % LANES == 0 and tile % LANES == 0
-    return tile % LANES == 0 or tile >= loops.sizes[0]
+        return loops.sizes[-1] % lanes == 0 and tile % lanes == 0
+    return tile % lanes == 0 or tile >= loops.sizes[0]
 
 
 def _byte_table(ir: KernelIR, ops: tuple[Op, ...], loops: LoopNest) -> bool:

@@ -47,6 +47,16 @@ class Target:
         return 32 if "avx" in self.features else 16
 
     @property
+    def lanes(self) -> int:
+        """float32 elements of one such vector."""
+        return self.vector_bytes // 4
+
+    @property
+    def vector_registers(self) -> int:
+        """Vector registers LLVM may allocate: 32 with AVX-512 (and on AArch64), else 16."""
+        return 32 if not self.x86 or "avx512f" in self.features else 16
+
+    @property
     def fingerprint(self) -> str:
         """What a compiled kernel depends on, for cache keys."""
         return f"{self.machine}-{self.cpu}-{'+'.join(sorted(self.features))}"

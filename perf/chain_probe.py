@@ -406,7 +406,8 @@ def render_with(ir, features: list[str]) -> str:
     (`rowtile=0`: no row tiles, the plain [M, C] nest; `rowtile=N`: row tiles of N elements;
     `vblock=N`: tiles a multiple of N), then edited by SOURCE_EDITS."""
     from codegen import render, schedule
-    saved = (schedule.ROW_TILE, schedule._row_tileable, schedule.VECTOR_BLOCK)
+    from codegen.target import numba_target
+    saved = (schedule.ROW_TILE, schedule._row_tileable, schedule.vector_block)
     try:
         for feature in features:
             key, _, value = feature.partition("=")
@@ -415,11 +416,12 @@ def render_with(ir, features: list[str]) -> str:
             elif key == "rowtile":
                 schedule.ROW_TILE = int(value)
             elif key == "vblock":
-                schedule.VECTOR_BLOCK = int(value)
-        return render.render_kernel(ir, render.TensorTableLayout(CONTEXT_TENSORS, TENSOR_SIZE,
-                                                                 DATA_OFFSET))
+                schedule.vector_block = lambda target, block=int(value): block
+        return render.render_kernel(ir, schedule.plan(ir, numba_target()),
+                                    render.TensorTableLayout(CONTEXT_TENSORS, TENSOR_SIZE,
+                                                             DATA_OFFSET))
     finally:
-        schedule.ROW_TILE, schedule._row_tileable, schedule.VECTOR_BLOCK = saved
+        schedule.ROW_TILE, schedule._row_tileable, schedule.vector_block = saved
 
 
 def variant_source(ir, spec: str, info: dict) -> str:

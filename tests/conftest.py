@@ -9,6 +9,9 @@ import pytest
 from hypothesis import settings
 
 from codegen.ir import KernelIR, Op, Value
+from codegen.render import TensorTableLayout, render_kernel
+from codegen.schedule import plan
+from codegen.target import numba_target
 from fusion_delegate.runtime import Interpreter, OpResolverType
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -20,6 +23,8 @@ settings.register_profile("ci", derandomize=True)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "default"))
 
 BUILTIN = OpResolverType.BUILTIN_WITHOUT_DEFAULT_DELEGATES
+#: The target kernels are planned for: numba's, as the delegate plans them.
+HOST = numba_target()
 
 
 def builtin_interpreter(model: bytes, delegates=(), **kwargs) -> Interpreter:
@@ -63,6 +68,12 @@ def foreign_calls(llvm_ir: str) -> set[str]:
     C API of its wrapper: libm (sinf, expf, ...) would show up here, by name."""
     called = set(re.findall(r"call [^@\n]*@([\w.$]+)\(", llvm_ir))
     return {name for name in called if not re.match(r"(llvm\.|NRT_|Py|_ZN|numba_)", name)}
+
+
+def kernel_source(ir: KernelIR, layout: TensorTableLayout) -> str:
+    """The kernel source of an IR as it is (no passes of codegen.pipeline): planned for numba's
+    target, rendered."""
+    return render_kernel(ir, plan(ir, HOST), layout)
 
 
 def ir_of(values: dict[int, tuple[int, ...]], ops, inputs, outputs) -> KernelIR:

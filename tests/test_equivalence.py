@@ -49,7 +49,7 @@ def cache_dir(tmp_path_factory):
 
 def check(graph, seed, cache_dir, precision="exact"):
     """Inputs with NaN, +-inf and huge values mixed in mostly send kernels down their exact
-    loop (render.FastPath); plain normal inputs mostly keep them on the fast loop."""
+    loop (codegen.fastpath); plain normal inputs mostly keep them on the fast loop."""
     rng = np.random.default_rng(seed)
     delegate = FusionDelegate(cache_dir=cache_dir, min_nodes_per_partition=1, min_speedup=0.0,
                               precision=precision)

@@ -196,7 +196,7 @@ def test_a_wrong_op_expression_is_caught_by_the_equivalence_check(monkeypatch, t
 
 
 def arithmetic_chain(shape=(2, 8)) -> bytes:
-    """Kernels with a fast loop (see codegen.render.FastPath)."""
+    """Kernels with a fast loop (see codegen.fastpath.FastPath)."""
     b = ModelBuilder()
     x = b.input("x", shape)
     scale = b.const("scale", np.linspace(0.5, 2, shape[-1]).astype(np.float32))

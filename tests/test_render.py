@@ -13,9 +13,11 @@ from numba import njit
 from codegen.compile import KernelCache
 from codegen.ir import KernelIR, Op, Value
 from codegen.native import aligned_copy, line_aligned, stream_fence, stream_store
-from codegen.render import FastPath, TensorTableLayout, render_kernel
-from codegen.schedule import STREAM_MIN_BYTES, STREAMING
-from conftest import builtin_interpreter, run, same_bits
+from codegen.fastpath import FastPath
+from codegen.render import TensorTableLayout
+from codegen.schedule import STREAM_MIN_BYTES
+from codegen.variants import one_body
+from conftest import HOST, builtin_interpreter, kernel_source, run, same_bits
 from fusion_delegate import FusionDelegate
 from perf.workloads import Workload, bias_relu6_scale, chain16, se_gate
 
@@ -41,10 +43,10 @@ def test_a_chain_of_arithmetic_is_checked_only_at_its_output():
     ir = kernel_ir([("ADD", (0, 9), 1, 0), ("MUL", (1, 9), 2, 0), ("SUB", (2, 0), 3, 0),
                     ("NEG", (3,), 4, 0)], outputs=(4,), constant=9)
     assert FastPath.of(ir) == FastPath(dropped=3, checked=(4,), guarded=())
-    source = render_kernel(ir, LAYOUT)
+    source = kernel_source(ir, LAYOUT)
     assert "misses = max(misses, magnitude(t4[i0]))" in source
-    assert "if misses < INF_BITS:" in source
-    assert source.count("clamp_overflow(") == 3         # all in the exact loop
+    assert re.search(r"if \w+_nests\(t0, t4, False\) < INF_BITS:", source)
+    assert source.count("clamp_overflow(") == 3         # all under `if exact:`
 
 
 def test_values_are_checked_where_an_op_would_absorb_an_inf():
@@ -62,7 +64,7 @@ def test_sin_and_cos_are_guarded_and_their_operands_checked():
                     ("MUL", (2, 3), 4, 0)], outputs=(4,))
     fast = FastPath.of(ir)
     assert fast == FastPath(dropped=2, checked=(1, 4), guarded=(1, 2))
-    source = render_kernel(ir, LAYOUT)
+    source = kernel_source(ir, LAYOUT)
     assert "sin_near_f32(t1)" in source and "sin_f32(t1)" in source
     one_line = " ".join(source.split())
     assert ("max(magnitude(t1), miss_if(far_angle(t1)), miss_if(far_angle(t0[i0])), "
@@ -72,7 +74,7 @@ def test_sin_and_cos_are_guarded_and_their_operands_checked():
 def test_kernels_without_clamps_to_drop_have_one_loop():
     ir = kernel_ir([("ADD", (0, 0), 1, RELU6), ("LOGISTIC", (1,), 2, 0)], outputs=(2,))
     assert not FastPath.of(ir).pays
-    source = render_kernel(ir, LAYOUT)
+    source = kernel_source(ir, LAYOUT)
     assert "misses" not in source and source.count("for i0 in range") == 1
 
 
@@ -84,7 +86,7 @@ def test_generated_lines_fit_in_100_columns_however_deep_the_nest():
               *(Value(t, f"intermediate_value_{t}", shape) for t in range(1, 6)))
     ops = (Op(0, "SIN", (0,), 1), Op(1, "COS", (1,), 2), Op(2, "EXP", (2,), 3),
            Op(3, "ADD", (3, 6), 4, (("activation", 0),)), Op(4, "SIN", (4,), 5))
-    source = render_kernel(KernelIR(0, values, ops, inputs=(0, 6), outputs=(5,), threads=2),
+    source = kernel_source(KernelIR(0, values, ops, inputs=(0, 6), outputs=(5,), threads=2),
                            LAYOUT)
     assert "for part in prange(2):" in source and "for tile in" in source and "misses" in source
     assert max(len(line) for line in source.splitlines() if not line.startswith("#")) <= 100
@@ -93,24 +95,24 @@ def test_generated_lines_fit_in_100_columns_however_deep_the_nest():
 def test_the_precision_is_in_the_text_only_where_some_op_depends_on_it():
     """One text, so one compiled kernel, for a partition whose math is the same either way."""
     arithmetic = [("ADD", (0, 9), 1, 0), ("MUL", (1, 9), 2, RELU6)]
-    both = {precision: render_kernel(replace(kernel_ir(arithmetic, (2,), constant=9),
+    both = {precision: kernel_source(replace(kernel_ir(arithmetic, (2,), constant=9),
                                              precision=precision), LAYOUT)
             for precision in ("exact", "fast")}
     assert both["exact"] == both["fast"] and "precision" not in both["fast"]
     transcendental = kernel_ir([("TANH", (0,), 1, 0)], outputs=(1,))
-    fast = render_kernel(replace(transcendental, precision="fast"), LAYOUT)
-    exact = render_kernel(transcendental, LAYOUT)
+    fast = kernel_source(replace(transcendental, precision="fast"), LAYOUT)
+    exact = kernel_source(transcendental, LAYOUT)
     assert "| precision fast |" in fast and "| precision exact |" in exact
 
 
 def test_kernels_compile_with_noalias_arguments():
     ir = kernel_ir([("ADD", (0, 0), 1, 0)], outputs=(1,))
-    assert "pipeline_class=NoAliasCompiler)" in render_kernel(ir, LAYOUT)
+    assert "pipeline_class=NoAliasCompiler)" in kernel_source(ir, LAYOUT)
 
 
 def per_channel_chain(rows: int, channels: int, constants: int) -> tuple[str, str]:
     """x * c0 + c1 * c2 ... over [rows, channels], one [channels] constant per op: the kernel's
-    source and its fast loop."""
+    source and its nests, once for the fast and the exact loop (codegen.variants)."""
     first = 1 + constants                         # tensor id of the first op's output
     values = [Value(0, "x", (rows, channels))]
     ops, h = [], 0
@@ -122,28 +124,29 @@ def per_channel_chain(rows: int, channels: int, constants: int) -> tuple[str, st
         h = first + k
     ir = KernelIR(0, tuple(sorted(values, key=lambda v: v.tensor)), tuple(ops),
                   inputs=tuple(range(first)), outputs=(h,))
-    source = render_kernel(ir, LAYOUT)
-    return source, source.split("    misses = np.int32(0)\n")[1].split(
-        "    if misses < INF_BITS:")[0]
+    source = kernel_source(ir, LAYOUT)
+    return source, source.split("    misses = np.int32(0)\n")[1].split("    return misses")[0]
 
 
 def test_row_blocks_check_their_outputs_after_each_block_in_one_flat_loop():
     """x * c0 + c1 ... over [100, 16], 8 per-channel constants: the inner loop over a row
     only stores; the block's outputs are checked in a flat loop while in L1. The exact loop
-    has the same nest."""
-    source, fast = per_channel_chain(100, 16, 8)
-    lines = fast.splitlines()
+    is the same nest, with its clamps."""
+    source, nests = per_channel_chain(100, 16, 8)
+    lines = nests.splitlines()
     assert lines[:5] == [
         "    # Nest 1 over [100, 16] in blocks of 64 rows: MUL, ADD -> h7",
         "    for block in range(2):",
         "        for i0 in range(block * 64, min(block * 64 + 64, 100)):",
         "            for i1 in range(16):",
-        "                h0 = x[i0 * 16 + i1] * c0[i1]"]
-    assert lines[-3:] == [
-        "                h7[i0 * 16 + i1] = h6 + c7[i1]",
-        "        for j in range((min(block * 64 + 64, 100) - block * 64) * 16):",
-        "            misses = max(misses, magnitude(h7[block * 64 * 16 + j]))"]
-    assert fast.count("magnitude(") == 1 and source.count("for block in range(2):") == 2
+        "                if exact:"]
+    assert "                    h0 = x[i0 * 16 + i1] * c0[i1]" in lines
+    assert lines[-4:] == [
+        "                    h7[i0 * 16 + i1] = h6 + c7[i1]",
+        "        if not exact:",
+        "            for j in range((min(block * 64 + 64, 100) - block * 64) * 16):",
+        "                misses = max(misses, magnitude(h7[block * 64 * 16 + j]))"]
+    assert nests.count("magnitude(") == 1 and source.count("for block in range(2):") == 1
 
 
 @pytest.mark.parametrize("channels, constants", [(48, 2), (112, 2), (144, 2), (96, 4)])
@@ -152,7 +155,7 @@ def test_row_blocks_are_vectorised_along_rows_without_gathers(tmp_path, channels
     rows or the check loop with gathers (4-8x slower) in the forms they replaced."""
     source, fast = per_channel_chain(4096 // channels, channels, constants)
     assert "in blocks of" in fast
-    name = re.search(r"^def (\w+)\(", source, re.M).group(1)
+    name = re.search(r"^def (\w+)_invoke\(", source, re.M).group(1)
     kernel = KernelCache(str(tmp_path)).get(name, source)
     assert "gather" not in kernel.inspect_asm()
 
@@ -195,7 +198,8 @@ def test_per_channel_constants_out_of_l2_are_read_from_cache_aligned_copies():
     cache line on the stack (a 16-byte-aligned one spans two lines a vector load)."""
     for rows, channels in ((4100, 64), (1100, 256)):
         source, _ = per_channel_chain(rows, channels, 16)
-        body = source.split("):\n", 1)[1].splitlines()
+        kernel = source.split("pipeline_class=NoAliasCompiler)\n")[1]
+        body = kernel.split("):\n", 1)[1].splitlines()
         assert body[:16] == [f"    c{k} = aligned_copy(c{k})" for k in range(16)], channels
         assert source.count("aligned_copy(c0)") == 1
         assert re.search(r"from codegen.native import .*\baligned_copy\b", source)
@@ -227,16 +231,16 @@ def test_nests_out_of_l2_match_litert_bit_for_bit(tmp_path, rows, channels):
                                              (32768, "np.empty(32768, np.float32)")])
 def test_buffers_between_nests_go_on_the_stack_within_its_budget(channels, where):
     """x * TANH(s), s of `channels` elements: TANH's buffer on the kernel's stack, unless it
-    is larger than render.STACK_BYTES (128 KiB here); then it is allocated."""
+    is larger than schedule.STACK_BYTES (128 KiB here); then it is allocated."""
     values = (Value(0, "x", (4, channels)), Value(1, "s", (channels,)),
               Value(2, "gate", (channels,)), Value(3, "y", (4, channels)))
     ir = KernelIR(0, values, (Op(0, "TANH", (1,), 2),
                               Op(1, "MUL", (0, 2), 3, (("activation", 0),))),
                   inputs=(0, 1), outputs=(3,))
-    assert f"    gate = {where}" in render_kernel(ir, LAYOUT).splitlines()
+    assert f"    gate = {where}" in kernel_source(ir, LAYOUT).splitlines()
 
 
-streaming = pytest.mark.skipif(not STREAMING, reason="streaming stores are x86's")
+streaming = pytest.mark.skipif(not HOST.streaming_stores, reason="streaming stores are x86's")
 
 
 @streaming
@@ -274,7 +278,7 @@ def test_a_streamed_nest_runs_the_exact_loop_into_an_output_off_a_cache_line(tmp
     rows = -(-STREAM_MIN_BYTES // (4 * 48))
     source, fast = per_channel_chain(rows, 48, 2)
     assert "if line_aligned(h1):" in source and "stream_store(h1, i0 * 48 + i1, h1_value)" in fast
-    name = re.search(r"^def (\w+)\(", source, re.M).group(1)
+    name = re.search(r"^def (\w+)_invoke\(", source, re.M).group(1)
     kernel = KernelCache(str(tmp_path)).get(name, source)
     rng = np.random.default_rng(0)
     x = rng.standard_normal(rows * 48, dtype=np.float32)
@@ -306,3 +310,16 @@ def test_stream_store_casts_its_value_and_line_aligned_finds_the_line():
     assert streamed_halves(memory[start:start + 64])
     assert np.array_equal(memory[start:start + 64], np.arange(64, dtype=np.float32) / 2)
     assert not streamed_halves(memory[start + 1:start + 33])
+
+
+def test_the_two_loops_are_one_text_where_they_differ_in_whole_statements():
+    """codegen.variants: lines both loops have once, the rest under `if exact:`, `else:` or
+    `if not exact:`; a difference inside a statement (a continuation line) keeps two copies."""
+    exact = ["for i in range(4):", "    y[i] = clamp_overflow(x[i] + c)", "z = 1"]
+    fast = ["for i in range(4):", "    y[i] = x[i] + c", "    misses = max(misses, y[i])",
+            "stream_fence()", "z = 1"]
+    assert one_body(exact, fast) == [
+        "for i in range(4):", "    if exact:", "        y[i] = clamp_overflow(x[i] + c)",
+        "    else:", "        y[i] = x[i] + c", "        misses = max(misses, y[i])",
+        "if not exact:", "    stream_fence()", "z = 1"]
+    assert one_body(["y = f(a,", "      b)"], ["y = f(a,", "      c)"]) is None

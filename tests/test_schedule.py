@@ -5,11 +5,12 @@ import math
 import numpy as np
 import pytest
 
-from conftest import builtin_interpreter, ir_of, run, same_bits
+from conftest import HOST, builtin_interpreter, ir_of, kernel_source, run, same_bits
 from codegen.ir import KernelIR, Op, Value
-from codegen.render import TensorTableLayout, render_kernel
-from codegen.schedule import (ROW_COPIES_BYTES, ROW_TILE, STREAM_MIN_BYTES, STREAMING,
-                              UNROLL_MAX_ELEMENTS, UNROLL_ROWS, VECTOR_BLOCK, plan)
+from codegen.nests import ElementwiseNest, RowBlockNest, UnrolledRowsNest
+from codegen.render import TensorTableLayout
+from codegen.schedule import (ROW_COPIES_BYTES, ROW_TILE, STREAM_MIN_BYTES, UNROLL_MAX_ELEMENTS,
+                              UNROLL_ROWS, plan, vector_block)
 from fusion_delegate import FusionDelegate
 from fusion_delegate.model import ModelBuilder
 
@@ -26,10 +27,10 @@ def cache_dir(tmp_path_factory):
 def test_branches_of_shapes_that_do_not_broadcast_get_a_nest_each():
     ir = ir_of({0: (1, 24, 24, 24), 1: (1, 48, 48, 48), 2: (1, 24, 24, 24), 3: (1, 48, 48, 48)},
                [("RELU", (0,), 2), ("RELU", (1,), 3)], inputs=(0, 1), outputs=(2, 3))
-    schedule = plan(ir)
+    schedule = plan(ir, HOST)
     assert [nest.domain for nest in schedule.nests] == [(24, 24, 24), (48, 48, 48)]
     assert schedule.buffers == ()
-    source = render_kernel(ir, LAYOUT)
+    source = kernel_source(ir, LAYOUT)
     assert "# Nest 1 over [24, 24, 24] as [13824]: RELU -> t2" in source
     assert "# Nest 2 over [48, 48, 48] as [110592]: RELU -> t3" in source
 
@@ -38,11 +39,11 @@ def test_an_op_on_a_smaller_shape_is_computed_once_at_its_own_shape():
     """The squeeze-excite gate: LOGISTIC of [1,1,1,C] once per channel, not per pixel."""
     ir = ir_of({0: (1, 8, 8, 24), 1: (1, 1, 1, 24), 2: (1, 1, 1, 24), 3: (1, 8, 8, 24)},
                [("LOGISTIC", (1,), 2), ("MUL", (0, 2), 3)], inputs=(0, 1), outputs=(3,))
-    first, second = plan(ir).nests
+    first, second = plan(ir, HOST).nests
     assert first.domain == (24,) and [op.op for op in first.ops] == ["LOGISTIC"]
-    assert first.writes == (2,) and plan(ir).buffers == ((2, 24),)
+    assert first.writes == (2,) and plan(ir, HOST).buffers == ((2, 24),)
     assert second.domain == (8, 8, 24) and second.periodic == ((2, 24),)
-    source = render_kernel(ir, LAYOUT)
+    source = kernel_source(ir, LAYOUT)
     assert source.count("logistic_eigen(") == 1 and "t2[i0] = logistic_eigen(t1[i0])" in source
 
 
@@ -51,7 +52,7 @@ def test_nests_run_after_what_they_read_whatever_the_op_order():
     ir = ir_of({0: (6, 16), 1: (16,), 2: (6, 16), 3: (16,), 4: (16,), 5: (6, 16)},
                [("ADD", (0, 1), 2), ("TANH", (3,), 4), ("MUL", (2, 4), 5)],
                inputs=(0, 1, 3), outputs=(5,))
-    nests = plan(ir).nests
+    nests = plan(ir, HOST).nests
     assert [n.domain for n in nests] == [(16,), (6, 16)]
     assert [op.op for op in nests[1].ops] == ["ADD", "MUL"]
 
@@ -60,9 +61,9 @@ def test_nests_run_after_what_they_read_whatever_the_op_order():
 def test_short_channel_dims_are_tiled_into_long_inner_loops(channels):
     ir = ir_of({0: (1, 40, 40, channels), 1: (channels,), 2: (1, 40, 40, channels)},
                [("ADD", (0, 1), 2)], inputs=(0, 1), outputs=(2,))
-    (nest,) = plan(ir).nests
-    assert nest.loops.sizes == (40 * 40 * channels,) and nest.row_block == 0
-    unit = math.lcm(channels, VECTOR_BLOCK)     # whole rows, whole vector iterations
+    (nest,) = plan(ir, HOST).nests
+    assert isinstance(nest, ElementwiseNest) and nest.loops.sizes == (40 * 40 * channels,)
+    unit = math.lcm(channels, vector_block(HOST))     # whole rows, whole vector iterations
     assert nest.tile % unit == 0 and ROW_TILE <= nest.tile < ROW_TILE + unit
     assert nest.periodic == ((1, channels),)
 
@@ -82,19 +83,19 @@ def chain(rows: int, channels: int, constants: int = 16) -> KernelIR:
 def test_the_row_copies_of_many_per_channel_constants_stay_within_half_of_l1(channels):
     """16 per-channel constants in rows shorter than a vector: row tiles, whose 1024-element
     copies would be 64 KiB."""
-    (nest,) = plan(chain(256, channels)).nests
-    assert len(nest.periodic) == 16 and nest.row_block == 0
+    (nest,) = plan(chain(256, channels), HOST).nests
+    assert isinstance(nest, ElementwiseNest) and len(nest.periodic) == 16
     assert 16 * 4 * nest.tile <= ROW_COPIES_BYTES
-    assert nest.tile % math.lcm(channels, VECTOR_BLOCK) == 0
+    assert nest.tile % math.lcm(channels, vector_block(HOST)) == 0
 
 
 @pytest.mark.parametrize("channels, constants", [(16, 16), (16, 8), (24, 12), (48, 8)])
 def test_many_per_channel_constants_that_fit_in_registers_run_in_row_blocks(channels,
                                                                             constants):
     """The plain [M, C] nest, its constants in registers, about ROW_TILE elements a block."""
-    (nest,) = plan(chain(256, channels, constants)).nests
-    assert nest.loops.sizes == (256, channels) and nest.periodic == () and nest.tile == 0
-    assert nest.row_block == ROW_TILE // channels
+    (nest,) = plan(chain(256, channels, constants), HOST).nests
+    assert isinstance(nest, RowBlockNest) and nest.loops.sizes == (256, channels)
+    assert nest.rows_per_block == ROW_TILE // channels
 
 
 @pytest.mark.parametrize("channels, constants", [(48, 1), (64, 2), (96, 4), (240, 1)])
@@ -102,11 +103,12 @@ def test_rows_of_three_vectors_or_more_with_few_constants_run_in_row_blocks(chan
                                                                            constants):
     """Their constants in registers too, and LLVM vectorises the rows, not the loop across
     them (no gathers), so the blocks need no tile copies."""
-    (nest,) = plan(chain(256, channels, constants)).nests
-    assert nest.loops.sizes == (256, channels) and nest.periodic == () and nest.tile == 0
-    assert nest.row_block == max(1, ROW_TILE // channels)
-    (beyond_l2,) = plan(chain(UNROLL_MAX_ELEMENTS // channels + 1, channels, constants)).nests
-    assert beyond_l2.row_block == 0 and beyond_l2.tile > 0    # blocks ran slower at 4M
+    (nest,) = plan(chain(256, channels, constants), HOST).nests
+    assert isinstance(nest, RowBlockNest) and nest.loops.sizes == (256, channels)
+    assert nest.rows_per_block == max(1, ROW_TILE // channels)
+    (beyond_l2,) = plan(chain(UNROLL_MAX_ELEMENTS // channels + 1, channels, constants),
+                        HOST).nests
+    assert isinstance(beyond_l2, ElementwiseNest) and beyond_l2.tile > 0  # blocks: slower
 
 
 @pytest.mark.parametrize("channels", [48, 96, 144])
@@ -118,70 +120,73 @@ def test_int8_rows_that_are_not_whole_byte_vectors_stay_row_tiled(channels):
                         Value(1, "s", (channels,), dtype="int8"),
                         Value(2, "y", (256, channels), dtype="int8")),
                     (Op(0, "MUL", (0, 1), 2, (("activation", 0),)),), (0, 1), (2,))
-    (nest,) = plan(gate).nests
-    assert nest.row_block == 0 and nest.tile % math.lcm(channels, VECTOR_BLOCK) == 0
+    (nest,) = plan(gate, HOST).nests
+    assert isinstance(nest, ElementwiseNest)
+    assert nest.tile % math.lcm(channels, vector_block(HOST)) == 0
     (nest,) = plan(ir_of({0: (256, 64), 1: (64,), 2: (256, 64)}, [("MUL", (0, 1), 2)],
-                         inputs=(0, 1), outputs=(2,))).nests
-    assert nest.row_block == ROW_TILE // 64          # float32: four whole vectors a row
+                         inputs=(0, 1), outputs=(2,)), HOST).nests
+    assert nest.rows_per_block == ROW_TILE // 64     # float32: four whole vectors a row
 
 
 @pytest.mark.parametrize("channels, constants", [(8, 16), (16, 4), (32, 4), (192, 4)])
 def test_short_rows_or_few_constants_stay_row_tiled(channels, constants):
     """Rows of one or two vectors with few constants (LLVM vectorised the loop across rows,
     with gathers), or more constants than registers in rows shorter than TILE."""
-    (nest,) = plan(chain(256, channels, constants)).nests
-    assert nest.row_block == 0 and nest.row_unroll == 0 and len(nest.periodic) == constants
+    (nest,) = plan(chain(256, channels, constants), HOST).nests
+    assert isinstance(nest, ElementwiseNest) and len(nest.periodic) == constants
 
 
 @pytest.mark.parametrize("channels", [32, 64, 256, 1000])
 def test_many_constants_beyond_the_registers_are_shared_by_unrolled_rows(channels):
     """Each load of a per-channel constant serves UNROLL_ROWS rows: the plain [M, C] nest."""
-    (nest,) = plan(chain(256, channels, 16)).nests
-    assert nest.row_unroll == UNROLL_ROWS and nest.loops.sizes == (256, channels)
-    assert nest.periodic == () and nest.tile == 0 and nest.row_block == 0
+    (nest,) = plan(chain(256, channels, 16), HOST).nests
+    assert isinstance(nest, UnrolledRowsNest) and nest.unroll == UNROLL_ROWS
+    assert nest.loops.sizes == (256, channels)
 
 
 def test_fewer_rows_than_unrolled_or_few_constants_or_a_nest_out_of_cache_leave_rows_plain():
     for ir in (chain(UNROLL_ROWS - 1, 256, 16), chain(256, 256, 4),
                chain(UNROLL_MAX_ELEMENTS // 256 + 1, 256, 16),
                chain(UNROLL_MAX_ELEMENTS // 128 + 1, 128, 16)):
-        (nest,) = plan(ir).nests
-        assert nest.row_unroll == nest.row_block == nest.tile == 0 and nest.periodic == ()
+        (nest,) = plan(ir, HOST).nests
+        assert isinstance(nest, ElementwiseNest) and nest.tile == 0 and nest.periodic == ()
 
 
 @pytest.mark.parametrize("channels", [32, 64])
 def test_short_rows_out_of_cache_stay_unrolled(channels):
     """The unrolled rows of C <= 64 are one stream through memory: unrolled at any size, out
     of L2 from cache-aligned copies of the per-channel constants."""
-    (nest,) = plan(chain(UNROLL_MAX_ELEMENTS // channels + 1, channels, 16)).nests
-    assert nest.row_unroll == UNROLL_ROWS and nest.periodic == ()
+    (nest,) = plan(chain(UNROLL_MAX_ELEMENTS // channels + 1, channels, 16), HOST).nests
+    assert isinstance(nest, UnrolledRowsNest) and nest.unroll == UNROLL_ROWS
     assert nest.aligned == tuple(range(1, 17))
 
 
-@pytest.mark.skipif(not STREAMING, reason="streaming stores are x86's")
+@pytest.mark.skipif(not HOST.streaming_stores, reason="streaming stores are x86's")
 @pytest.mark.parametrize("channels, constants", [(16, 16), (64, 16), (96, 2), (256, 16)])
 def test_outputs_of_whole_vector_rows_that_leave_the_caches_are_streamed(channels, constants):
     """From STREAM_MIN_BYTES of output on, a nest of rows of whole vectors is the plain [M, C]
     nest (no blocks, unrolled rows or tiles), its constants read from aligned copies, its
     output streamed; below, or with rows that end mid-vector, it is not."""
     rows = -(-STREAM_MIN_BYTES // (4 * channels))
-    (nest,) = plan(chain(rows, channels, constants)).nests
+    (nest,) = plan(chain(rows, channels, constants), HOST).nests
     assert nest.streamed == (99 + constants,) and nest.loops.sizes == (rows, channels)
-    assert nest.row_block == nest.row_unroll == nest.tile == 0 and nest.periodic == ()
+    assert isinstance(nest, ElementwiseNest) and nest.tile == 0 and nest.periodic == ()
     assert nest.aligned == tuple(range(1, constants + 1))
-    assert plan(chain(rows - 1, channels, constants)).nests[0].streamed == ()
+    (below,) = plan(chain(rows - 1, channels, constants), HOST).nests
+    assert not isinstance(below, ElementwiseNest) or below.streamed == ()
 
 
-@pytest.mark.skipif(not STREAMING, reason="streaming stores are x86's")
+@pytest.mark.skipif(not HOST.streaming_stores, reason="streaming stores are x86's")
 @pytest.mark.parametrize("channels, constants", [(16, 4), (32, 2), (8, 16), (24, 4)])
 def test_other_large_per_channel_nests_stream_from_row_tiles(channels, constants):
     """Rows of one or two vectors with few constants (LLVM vectorised their plain nest across
     rows, with scatters) and rows that end mid-vector: row tiles, each a whole number of
     vectors, streamed; rows of 264 (no tiles, rows ending mid-vector) are not."""
-    (nest,) = plan(chain(-(-STREAM_MIN_BYTES // (4 * channels)), channels, constants)).nests
+    (nest,) = plan(chain(-(-STREAM_MIN_BYTES // (4 * channels)), channels, constants),
+                   HOST).nests
     assert len(nest.periodic) == constants and nest.tile % 16 == 0
     assert nest.streamed == (99 + constants,)
-    (long_rows,) = plan(chain(STREAM_MIN_BYTES // (4 * 264) + 1, 264, 16)).nests
+    (long_rows,) = plan(chain(STREAM_MIN_BYTES // (4 * 264) + 1, 264, 16), HOST).nests
     assert long_rows.tile == 0 and long_rows.streamed == ()
 
 
@@ -189,8 +194,9 @@ def test_long_rows_and_row_statistics_are_not_row_tiled():
     wide = ir_of({0: (10, 512), 1: (512,), 2: (10, 512)}, [("ADD", (0, 1), 2)], (0, 1), (2,))
     rows = ir_of({0: (10, 16), 1: (10, 1), 2: (16,), 3: (10, 16), 4: (10, 16)},
                  [("SUB", (0, 1), 3), ("MUL", (3, 2), 4)], (0, 1, 2), (4,))
-    assert plan(wide).nests[0].tile == 0 and plan(wide).nests[0].periodic == ()
-    assert plan(rows).nests[0].periodic == () and plan(rows).nests[0].loops.sizes == (10, 16)
+    assert plan(wide, HOST).nests[0].tile == 0 and plan(wide, HOST).nests[0].periodic == ()
+    (row_nest,) = plan(rows, HOST).nests
+    assert row_nest.periodic == () and row_nest.loops.sizes == (10, 16)
 
 
 def two_branches(first: tuple[int, ...], second: tuple[int, ...]) -> bytes:
@@ -216,7 +222,7 @@ def test_a_partition_of_branches_with_different_shapes_runs(cache_dir, rng):
         assert same_bits(got, want)
 
 
-@pytest.mark.skipif(not STREAMING, reason="streaming stores are x86's")
+@pytest.mark.skipif(not HOST.streaming_stores, reason="streaming stores are x86's")
 def test_a_flat_streamed_nest_splits_between_threads_at_whole_vectors(cache_dir, rng):
     """x * 1.5 + 0.25 over STREAM_MIN_BYTES + 48 floats on 2 threads: half of it ends mid-vector,
     so the second thread's part starts at the next whole vector (a streaming vector store off
@@ -316,3 +322,26 @@ def test_row_blocks_and_unrolled_rows_keep_litert_semantics_for_inf_nan_and_nega
     got, = run(interpreter, [x])
     want, = run(builtin_interpreter(model), [x])
     assert same_bits(got, want)
+
+
+def test_the_plan_decides_threads_stack_memory_and_the_fast_loop():
+    """What the renderer only writes out: each nest's threads and parts, the buffers on the
+    kernel's stack, and the fast loop, only where the clamps it drops outnumber its checks."""
+    def gated(muls: int, threads: int) -> KernelIR:
+        ops, h = [("TANH", (1,), 2)], 0
+        values = {0: (512, 256), 1: (256,), 2: (256,)}
+        for k in range(muls):
+            values[10 + k] = (512, 256)
+            ops.append(("MUL", (h, 2), 10 + k))
+            h = 10 + k
+        ir = ir_of(values, ops, inputs=(0, 1), outputs=(h,))
+        return KernelIR(0, ir.values, ir.ops, ir.inputs, ir.outputs, threads=threads)
+
+    schedule = plan(gated(1, threads=2), HOST)
+    gate, product = schedule.nests
+    assert (gate.threads, product.threads, product.part) == (1, 2, 256)
+    assert schedule.buffers == ((2, 256),) and schedule.stack == {2}
+    assert schedule.fast is None                  # one clamp dropped, one output checked
+    fast = plan(gated(3, threads=1), HOST).fast
+    assert fast is not None and (fast.dropped, fast.checked) == (3, (12,))
+    assert [nest.threads for nest in plan(gated(3, threads=1), HOST).nests] == [1, 1]

@@ -7,6 +7,7 @@ from collections import Counter
 from dataclasses import asdict, dataclass
 
 from codegen.schedule import plan
+from codegen.target import numba_target
 
 from ..fusion import FusionDelegate
 from ..model import Model, Quantization, dtype_name
@@ -126,7 +127,7 @@ def describe(model: Model, delegate: FusionDelegate) -> Plan:
         if prepared is not None:
             kernel = prepared.kernel
             row.kernel = prepared.ir.name
-            row.nests = [nest.domain for nest in plan(prepared.ir).nests]
+            row.nests = [nest.domain for nest in plan(prepared.ir, numba_target()).nests]
             row.bytes_moved = prepared.ir.bytes_moved()
             row.compile_seconds = kernel.compile_seconds
             row.cache_hit = kernel.cache_hit
