@@ -11,7 +11,7 @@ Conventions:
 - The generic helpers (SRDHM, RoundingDivideByPOT, MultiplyByQuantizedMultiplier, ...) take
   int64 values (numba promotes int32 arithmetic to int64 anyway); every helper returns a
   value in the range of the C type it models, so the int32 wrap-around of the C code never
-  happens here. Where LiteRT's int32 arithmetic could overflow, `codegen.quant` refuses the
+  happens here. Where LiteRT's int32 arithmetic could overflow, `codegen.quant_support` refuses the
   parameters instead (`quant_unsupported`).
 - The helpers a kernel calls per element pair (ADD, SUB, SQUARED_DIFFERENCE, MUL, QUANTIZE
   from float) compute in int32 lanes instead (section "int32 lanes"): numpy ufuncs on int32
@@ -20,7 +20,7 @@ Conventions:
   helpers equals the int64 definition for every int8/uint8 operand pair and every parameter
   Prepare can produce (the bounds are stated where they are used; tests/test_quant.py checks
   all pairs against the int64 formulas and against LiteRT).
-- Shifts and multipliers are those computed by `codegen.quant` (Prepare-time math).
+- Shifts and multipliers are those computed by `codegen.quant_prepare`.
 - "block" helpers reproduce LiteRT's NEON code, which runs on x86 through NEON_2_SSE
   (`tflite/kernels/internal/optimized/neon_check.h` defines USE_NEON whenever SSE4.1 is on);
   "reference" helpers reproduce the scalar loops (the tail after the NEON blocks, and the
@@ -371,7 +371,7 @@ def add_block_output(x1, x2, output_multiplier, output_shift, output_offset, act
 def add_block_output_in_int16(x1, x2, output_multiplier, output_shift, output_offset, act_min,
                               act_max):
     """`add_block_output` where Prepare's constants keep the rescaled sum, and it plus the
-    output offset, within int16 for every input pair (`quant.binary_parts` checks the
+    output offset, within int16 for every input pair (`quant_parts.binary_parts` checks the
     extremes): vmovn_s32 and the int16 add then never wrap, and the saturation to
     [qmin, qmax] lies outside the activation range, so the offset goes in with the rounding
     and one clamp remains."""
@@ -411,7 +411,7 @@ def add_block_output_int16_lanes(x1, x2, multiplier, shift, act_min, act_max):
     clamped, in int16 lanes (32 a vector instead of the int32 helpers' 16, the product's
     high half one VPMULHW): x1 = `code_times_128_int16` of one input, x2 = d << 16 | c
     (c an int16) the other input's pair, looked up from a table per code that
-    `quant.binary_parts` built and checked equal to the int32 helpers on all input pairs.
+    `quant_parts.binary_parts` built and checked equal to the int32 helpers on all input pairs.
     No overflow: that check keeps |x1 + c| < 2**15."""
     start = np.int16(np.add(x1, np.int16(x2)))
     high = np.int16(np.right_shift(np.multiply(np.int32(start), np.int32(multiplier)),
@@ -638,7 +638,7 @@ def dequantize_per_channel(q, scale, zero_point):
 
 
 # ---------------------------------------------------------------------------- reductions
-# From the exact sum of a reduction's codes to its output code (codegen.quant, "reductions").
+# From the exact sum of a reduction's codes to its output code (codegen.quant_rows).
 
 @_jitable
 def mean_output(total, offset, multiplier, shift, output_zero_point, qmin, qmax):
@@ -665,7 +665,7 @@ def sum_output(total, scale, bias, output_zero_point, qmin, qmax):
 
 # ---------------------------------------------------------------------------- softmax
 # optimized_ops::Softmax<In, Out> (int8 -> int8, uint8 -> uint8): after the row's exps from its
-# table, one float32 inverse per row and one rounding per element (codegen.quant, "softmax").
+# table, one float32 inverse per row and one rounding per element (codegen.quant_rows).
 
 @_jitable
 def softmax_inverse(total, output_scale):

@@ -11,16 +11,19 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from codegen import quant
 from codegen.ir import DTYPES, MAX_RANK, IRError, broadcast_shapes, reduced_shape
 from codegen.ops import ACTIVATIONS, OPS_BY_CODE, REDUCTIONS
+from codegen.qparams import DTYPE_RANGES, QParams
+from codegen.quant_ops import BINARY_OPS, ELEMENTWISE_OPS, QUANT_OPS
+from codegen.quant_rows import ROW_OP_OUTPUTS, reduction_unsupported, row_op_unsupported
+from codegen.quant_support import quant_unsupported
 from codegen.reduce import COMPOSITES
 
 from . import abi
 from .context import Context, NodeInfo, TensorInfo
 from .model import OP_NAMES
 
-#: Ops fused only with int8/uint8 tensors: codegen.quant has their semantics.
+#: Ops fused only with int8/uint8 tensors: codegen.quant_reference has their semantics.
 QUANTIZED_ONLY = ("QUANTIZE", "DEQUANTIZE")
 #: Ops whose params live in a TfLite*Params struct at node->builtin_data (besides activations).
 PARAMS_STRUCTS = {"LEAKY_RELU": abi.TfLiteLeakyReluParams, "GELU": abi.TfLiteGeluParams}
@@ -52,7 +55,7 @@ def unsupported_reason(context: Context, node: NodeInfo) -> str | None:
     tensors = [context.tensor(t) for t in node.inputs + node.outputs if t >= 0]
     if node.builtin_code in REDUCTION_CODES or node.builtin_code in COMPOSITE_CODES:
         return reduction_reason(context, node, tensors)
-    if op_name(node) in QUANTIZED_ONLY or any(t.type_name.lower() in quant.DTYPE_RANGES
+    if op_name(node) in QUANTIZED_ONLY or any(t.type_name.lower() in DTYPE_RANGES
                                               for t in tensors):
         return quantized_reason(node, tensors)
     spec = OPS_BY_CODE.get(node.builtin_code)
@@ -80,7 +83,7 @@ def unsupported_reason(context: Context, node: NodeInfo) -> str | None:
 def reduction_reason(context: Context, node: NodeInfo,
                      tensors: list[TensorInfo]) -> str | None:
     """None if the reduction or row op is reproduced: float32, or int8/uint8 bit for bit
-    (codegen.quant: MEAN, SUM, REDUCE_MAX, REDUCE_MIN, SOFTMAX, LOG_SOFTMAX,
+    (codegen.quant_rows: MEAN, SUM, REDUCE_MAX, REDUCE_MIN, SOFTMAX, LOG_SOFTMAX,
     L2_NORMALIZATION); a constant axis tensor (MEAN, SUM, REDUCE_MAX, REDUCE_MIN), an output
     of the shape it implies, no fused activation."""
     name = op_name(node)
@@ -88,7 +91,7 @@ def reduction_reason(context: Context, node: NodeInfo,
     if len(node.inputs) != arity or len(node.outputs) != 1 or any(t < 0 for t in node.inputs):
         return f"{len(node.inputs)} inputs / {len(node.outputs)} outputs, expected {arity} / 1"
     x, out = tensors[0], tensors[-1]
-    reason = operands_reason(name, [x, out], ("float32", *quant.REDUCTION_DTYPES.get(name, ())))
+    reason = operands_reason(name, [x, out], ("float32", *QUANT_OPS[name].dtypes))
     if reason:
         return reason
     if x.type_name != out.type_name:
@@ -118,12 +121,12 @@ def reduction_reason(context: Context, node: NodeInfo,
                 f"expected {list(expected)}")
     if qparams(x) is None:
         return None
-    if name in quant.ROW_OP_OUTPUTS:
+    if name in ROW_OP_OUTPUTS:
         beta = abi.TfLiteSoftmaxParams.from_address(node.builtin_data).beta \
             if name == "SOFTMAX" else 1.0
-        return quant.row_op_unsupported(name, qparams(x), qparams(out), x.shape[-1], beta)
-    return quant.reduction_unsupported(name, qparams(x), qparams(out), x.shape, axes,
-                                       bool(keep_dims))
+        return row_op_unsupported(name, qparams(x), qparams(out), x.shape[-1], beta)
+    return reduction_unsupported(name, qparams(x), qparams(out), x.shape, axes,
+                                 bool(keep_dims))
 
 
 def default_path_reason(context: Context, node: NodeInfo) -> str | None:
@@ -172,9 +175,9 @@ def operands_reason(op: str, tensors: list[TensorInfo], dtypes: tuple[str, ...])
 def quantized_reason(node: NodeInfo, tensors: list[TensorInfo]) -> str | None:
     """None if the int8/uint8 node (or QUANTIZE / DEQUANTIZE) is reproduced exactly."""
     name = op_name(node)
-    if name not in quant.SUPPORTED_DTYPES:
+    if name not in ELEMENTWISE_OPS:
         return f"op {name} not supported"
-    arity = 2 if name in quant.BINARY_OPS else 1
+    arity = 2 if name in BINARY_OPS else 1
     if len(node.inputs) != arity or len(node.outputs) != 1 or any(t < 0 for t in node.inputs):
         return f"{len(node.inputs)} inputs / {len(node.outputs)} outputs, expected {arity} / 1"
     reason = operands_reason(name, tensors, DTYPES)
@@ -184,17 +187,17 @@ def quantized_reason(node: NodeInfo, tensors: list[TensorInfo]) -> str | None:
         return "builtin params missing"
     # Position-aware: the kernel computes LiteRT's one path at the partition's shapes, or
     # cannot be built there (codegen.lower), and the partition is then not claimed.
-    return quant.quant_unsupported(name, [t.type_name.lower() for t in tensors],
-                                   [qparams(t) for t in tensors[:-1]], qparams(tensors[-1]),
-                                   dict(fused_node(node).params), position_aware=True)
+    return quant_unsupported(name, [t.type_name.lower() for t in tensors],
+                             [qparams(t) for t in tensors[:-1]], qparams(tensors[-1]),
+                             dict(fused_node(node).params), position_aware=True)
 
 
-def qparams(tensor: TensorInfo) -> quant.QParams | None:
+def qparams(tensor: TensorInfo) -> QParams | None:
     """The tensor's per-tensor quantization, None for float32."""
     dtype = tensor.type_name.lower()
-    if dtype not in quant.DTYPE_RANGES:
+    if dtype not in DTYPE_RANGES:
         return None
-    return quant.QParams(tensor.scale, tensor.zero_point, dtype)
+    return QParams(tensor.scale, tensor.zero_point, dtype)
 
 
 def fused_node(node: NodeInfo) -> FusedNode:

@@ -12,9 +12,10 @@ import pytest
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
-from codegen import quant
+from codegen.qparams import QParams
 from codegen.ir import KernelIR, Op, Value
 from codegen.ops import KERNEL_OPS, OPS
+from codegen.quant_rows import reduction_unsupported
 from codegen.reduce import expand
 from codegen.render import TensorTableLayout, render_kernel
 from codegen.schedule import plan
@@ -543,7 +544,7 @@ def quantized_reductions(draw):
     # HARD_SWISH's Prepare needs its output scale above its input's / 128: take its input's.
     b.output(r, b.op("HARD_SWISH", [r], quantization=qp(out[0], low + 10)))
     # As the delegate reads them from the runtime: float32 scales.
-    q_in, q_out = (quant.QParams(float(np.float32(s)), z, dtype.__name__)
+    q_in, q_out = (QParams(float(np.float32(s)), z, dtype.__name__)
                    for s, z in ((scale, zero), out))
     return b.to_bytes(), dtype, (name, q_in, q_out, shape, axes, keep)
 
@@ -551,11 +552,11 @@ def quantized_reductions(draw):
 @SETTINGS
 @given(case=quantized_reductions(), seed=st.integers(0, 2**32 - 1))
 def test_random_quantized_reductions_match_builtin_kernels_bit_for_bit(case, seed, cache_dir):
-    """Claimed wherever codegen.quant says the kernel reproduces LiteRT's (with
+    """Claimed wherever codegen.quant_rows says the kernel reproduces LiteRT's (with
     min_speedup=0), and then equal to the builtin kernels on 1 and 2 threads."""
     model, dtype, where = case
     shape = where[3]
-    expected = quant.reduction_unsupported(*where)
+    expected = reduction_unsupported(*where)
     rng = np.random.default_rng(seed)
     for threads in (1, 2):
         delegate = FusionDelegate(cache_dir=cache_dir, min_speedup=0.0, num_threads=threads,

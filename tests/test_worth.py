@@ -7,7 +7,7 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
-from codegen import quant
+from codegen.quant_ops import ELEMENTWISE_OPS, QUANT_OPS
 from codegen.chains import approximate_chains
 from codegen.ops import OPS, TRANSCENDENTAL
 from conftest import builtin_interpreter, ir_of
@@ -292,8 +292,8 @@ def quantized_op_model(name: str) -> bytes:
     return b.to_bytes()
 
 
-@pytest.mark.parametrize("name", sorted(name for name, dtypes in quant.SUPPORTED_DTYPES.items()
-                                        if "int8" in dtypes))
+@pytest.mark.parametrize("name", sorted(name for name in ELEMENTWISE_OPS
+                                        if "int8" in QUANT_OPS[name].dtypes))
 def test_the_quantized_ops_xnnpack_runs_are_those_litert_hands_it(name):
     """LiteRT's execution plan once XNNPACK is applied: a DELEGATE node where XNNPACK took the
     op, the op itself where the builtin kernel runs it."""
