@@ -14,7 +14,7 @@ import numpy as np
 from codegen.ir import DTYPES, MAX_RANK, IRError, broadcast_shapes, reduced_shape
 from codegen.ops import ACTIVATIONS, OPS_BY_CODE, REDUCTIONS
 from codegen.qparams import DTYPE_RANGES, QParams
-from codegen.quant_ops import BINARY_OPS, ELEMENTWISE_OPS, QUANT_OPS
+from codegen.quant_ops import BINARY_OPS, CONVERSIONS, ELEMENTWISE_OPS, QUANT_OPS
 from codegen.quant_rows import ROW_OP_OUTPUTS, reduction_unsupported, row_op_unsupported
 from codegen.quant_support import quant_unsupported
 from codegen.reduce import COMPOSITES
@@ -23,8 +23,6 @@ from . import abi
 from .context import Context, NodeInfo, TensorInfo
 from .model import OP_NAMES
 
-#: Ops fused only with int8/uint8 tensors: codegen.quant_reference has their semantics.
-QUANTIZED_ONLY = ("QUANTIZE", "DEQUANTIZE")
 #: Ops whose params live in a TfLite*Params struct at node->builtin_data (besides activations).
 PARAMS_STRUCTS = {"LEAKY_RELU": abi.TfLiteLeakyReluParams, "GELU": abi.TfLiteGeluParams}
 #: Reductions (codegen.ops.REDUCTIONS) and the composite row ops (codegen.reduce), by code.
@@ -55,7 +53,7 @@ def unsupported_reason(context: Context, node: NodeInfo) -> str | None:
     tensors = [context.tensor(t) for t in node.inputs + node.outputs if t >= 0]
     if node.builtin_code in REDUCTION_CODES or node.builtin_code in COMPOSITE_CODES:
         return reduction_reason(context, node, tensors)
-    if op_name(node) in QUANTIZED_ONLY or any(t.type_name.lower() in DTYPE_RANGES
+    if op_name(node) in CONVERSIONS or any(t.type_name.lower() in DTYPE_RANGES
                                               for t in tensors):
         return quantized_reason(node, tensors)
     spec = OPS_BY_CODE.get(node.builtin_code)

@@ -18,6 +18,7 @@ from codegen.compile import DEFAULT_DIR, CompileError, Kernel, KernelCache, max_
 from codegen.ir import KernelIR, Op, Value, broadcast_shapes, reduced_shape
 from codegen.ops import OPS, REDUCTIONS
 from codegen.pipeline import Built, NotBuildable, build
+from codegen.quant_ops import CONVERSIONS, XNNPACK_INT8
 from codegen.reduce import COMPOSITES
 from codegen.render import TensorTableLayout
 from codegen.schedule import Schedule, plan
@@ -47,12 +48,7 @@ MADV_HUGEPAGE, MADV_COLLAPSE = 14, 25          # Linux; COLLAPSE (6.1+) makes th
 _ENTRY = ctypes.CFUNCTYPE(ctypes.c_int32, ctypes.c_int64, ctypes.c_int64)
 #: Ops XNNPACK runs element by element, in place where it can: cutting its partition next to
 #: one costs the cost model's `split`, next to others (convolutions, matmuls) `split_heavy`.
-ELEMENTWISE = frozenset(OPS) | {"QUANTIZE", "DEQUANTIZE"}
-#: The int8/uint8 elementwise ops XNNPACK runs (read from LiteRT's execution plan once XNNPACK
-#: is applied: tests/test_worth.py); LiteRT runs the other quantized ones on its builtin
-#: kernels, on the interpreter's thread alone.
-XNNPACK_QUANTIZED = frozenset({"ADD", "SUB", "MUL", "LOGISTIC", "TANH", "LEAKY_RELU", "ELU",
-                               "QUANTIZE", "DEQUANTIZE"})
+ELEMENTWISE = frozenset(OPS) | CONVERSIONS
 
 
 def advise_huge_pages(address: int, nbytes: int) -> None:
@@ -226,7 +222,7 @@ def plan_nodes(context: Context) -> dict[int, PlanNode]:
         inputs = {t for t in node.inputs if t >= 0 and not context.tensor(t).is_constant}
         if inputs:
             name = op_name(node)
-            builtin = (name in ELEMENTWISE and name not in XNNPACK_QUANTIZED and any(
+            builtin = (name in ELEMENTWISE and name not in XNNPACK_INT8 and any(
                 qparams(context.tensor(t)) is not None for t in node.outputs))
             nodes[index] = PlanNode(inputs, set(node.outputs), name in ELEMENTWISE, position,
                                     builtin)

@@ -69,7 +69,7 @@ from pathlib import Path
 from typing import Sequence
 
 from codegen.ops import OPS, TRANSCENDENTAL
-from codegen.quant_ops import CONVERSIONS, ELEMENTWISE_OPS, QUANT_OPS, ROW_REDUCTIONS
+from codegen.quant_ops import CONVERSIONS, ELEMENTWISE_OPS, QUANT_OPS
 
 from .errors import FusionDelegateError
 
@@ -85,14 +85,10 @@ APPROXIMATED_OPS = tuple(f"{name}/fast" for name, spec in OPS.items() if spec.ap
 FORMAT = 5
 #: Reductions and row ops the cost model has not measured (perf/calibrate.py times elementwise
 #: chains, and SOFTMAX): each costs, on both sides, the elementwise ops it amounts to per input
-#: element.
-PROXIES = {"MEAN": ("ADD",), "SUM": ("ADD",), "REDUCE_MAX": ("MAXIMUM",),
-           "REDUCE_MIN": ("MINIMUM",), "SOFTMAX": ("MAXIMUM", "SUB", "EXP", "ADD", "MUL"),
-           "LOG_SOFTMAX": ("MAXIMUM", "SUB", "EXP", "ADD", "SUB"),
-           "L2_NORMALIZATION": ("SQUARE", "ADD", "DIV")}
-#: ... and the int8 reductions and row ops (codegen.quant_ops.ROW_REDUCTIONS), their int8 ops'.
-PROXIES.update({f"{name}/int8": tuple(f"{op}/int8" for op in PROXIES[name])
-                for name in ROW_REDUCTIONS})
+#: element (codegen.quant_ops: QuantOpSpec.proxies), in float and, as `OP/int8`, in int8.
+PROXIES = {**{name: spec.proxies for name, spec in QUANT_OPS.items() if spec.proxies},
+           **{f"{name}/int8": tuple(f"{op}/int8" for op in spec.proxies)
+              for name, spec in QUANT_OPS.items() if spec.proxies}}
 
 
 #: A partition predicted to save less than this is left to LiteRT whatever its speedup: a few

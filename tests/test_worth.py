@@ -7,14 +7,13 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
-from codegen.quant_ops import ELEMENTWISE_OPS, QUANT_OPS
+from codegen.quant_ops import ELEMENTWISE_OPS, QUANT_OPS, XNNPACK_INT8
 from codegen.chains import approximate_chains
 from codegen.ops import OPS, TRANSCENDENTAL
 from conftest import builtin_interpreter, ir_of
 from fusion_delegate import FusionDelegate, worth
 from fusion_delegate.context import Partition
-from fusion_delegate.fusion import (XNNPACK_QUANTIZED, PlanNode, cost_keys, cut_around,
-                                    nest_traffic)
+from fusion_delegate.fusion import PlanNode, cost_keys, cut_around, nest_traffic
 from fusion_delegate.model import ModelBuilder, Quantization, read_model
 from fusion_delegate.runtime import Interpreter
 from fusion_delegate.demo import build_demo_model
@@ -300,7 +299,7 @@ def test_the_quantized_ops_xnnpack_runs_are_those_litert_hands_it(name):
     interpreter = Interpreter(model_content=quantized_op_model(name))
     interpreter.allocate_tensors()
     taken = "DELEGATE" in [op["op_name"] for op in interpreter._get_ops_details()]
-    assert taken == (name in XNNPACK_QUANTIZED)
+    assert taken == (name in XNNPACK_INT8)
 
 
 def test_a_partition_after_a_builtin_kernel_prices_litert_at_one_thread_and_half_the_cut():
@@ -338,7 +337,7 @@ def test_a_gate_after_a_builtin_kernel_is_priced_with_litert_at_one_thread():
 def test_calibration_separates_the_int8_tables_xnnpack_folds_when_chained():
     """Five int8 LOGISTICs cost XNNPACK what one does: their LiteRT chain alternates with an
     int8 ADD, whose measured cost perf/calibrate.py takes off."""
-    assert set(calibrate.SEPARATED) == {f"{name}/int8" for name in XNNPACK_QUANTIZED
+    assert set(calibrate.SEPARATED) == {f"{name}/int8" for name in XNNPACK_INT8
                                         if name in OPS and OPS[name].arity == 1}
     def ops(model: bytes) -> list[str]:
         return [op.op for op in read_model(model).subgraphs[0].operators]
