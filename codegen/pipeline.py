@@ -14,9 +14,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from .chains import approximate_chains
+from .composites import expand
 from .ir import IRError, KernelIR
 from .lower import lower
-from .reduce import expand
 from .render import TensorTableLayout, render_kernel
 from .schedule import Schedule, plan
 from .target import Target, numba_target

@@ -20,6 +20,7 @@ import numpy as np
 
 from . import fixedpoint
 from .ir import KernelIR, Op, Value, verify
+from .literals import float32_text, literal
 from .lut import byte_table
 from .native import POINTERS
 from .ops import ACTIVATIONS, CHAIN_OPS, HELPER_MODULES
@@ -68,28 +69,6 @@ class TensorTableLayout:
 def value_literal(value: Value) -> str:
     """A one-value constant as the kernel writes it: a float32 literal, or an int8/uint8 code."""
     return str(int(value.literal)) if value.quantized else literal(value.literal)
-
-
-def literal(value: float) -> str:
-    """A float32 literal: a bare Python float would make numba compute in float64."""
-    text = float32_text(value)
-    return text if text.lstrip("-").isupper() else f"np.float32({text})"
-
-
-def float32_text(value: float) -> str:
-    """The shortest text of a float32 value that reads back as it (NAN, INF and FLT_MAX by
-    name, the module constants)."""
-    value = np.float32(value)
-    if np.isnan(value):
-        return "NAN"
-    if np.isinf(value):
-        return "INF" if value > 0 else "-INF"
-    if abs(value) == np.finfo(np.float32).max:
-        return "FLT_MAX" if value > 0 else "-FLT_MAX"
-    text = np.format_float_positional(value, unique=True, trim="0")
-    if len(text) > 12:
-        text = np.format_float_scientific(value, unique=True, trim="0")
-    return text
 
 
 def identifiers(ir: KernelIR) -> dict[int, str]:

@@ -57,7 +57,7 @@ from dataclasses import dataclass
 
 from .ir import IRError, KernelIR, Op, reduced_shape
 from .ops import TRANSCENDENTAL, TRANSCENDENTAL_COST
-from .reduce import padding_of
+from .padding import padding_of
 
 #: Innermost loops shorter than this are made longer, by row tiles of about ROW_TILE elements
 #: (long enough that each tile's loop setup is small against its work); stage tiles are TILE.
@@ -390,7 +390,7 @@ def _rows_nest(ir: KernelIR, phases: dict[int, int]) -> Nest | None:
 def _padded_stages(stages: tuple[tuple[Op, ...], ...],
                    memory: set[int]) -> tuple[tuple[int, ...], dict[int, str]]:
     """The stages of a rows nest that may run over whole vectors past the row's end, and the
-    value each row buffer they read is filled with there (codegen.reduce.padding_of): a row
+    value each row buffer they read is filled with there (codegen.padding.padding_of): a row
     of 197 otherwise ends in 5 scalar iterations, and softmax's exp pass over whole vectors
     made the kernel 1.05-1.07x faster. Such a stage reads and writes no array in memory (it
     ends with its row), reads row buffers that stages not running past the row write (their

@@ -11,13 +11,13 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from codegen.composites import COMPOSITES
 from codegen.ir import DTYPES, MAX_RANK, IRError, broadcast_shapes, reduced_shape
 from codegen.ops import ACTIVATIONS, OPS_BY_CODE, REDUCTIONS
 from codegen.qparams import DTYPE_RANGES, QParams
 from codegen.quant_ops import BINARY_OPS, CONVERSIONS, ELEMENTWISE_OPS, QUANT_OPS
 from codegen.quant_rows import ROW_OP_OUTPUTS, reduction_unsupported, row_op_unsupported
 from codegen.quant_support import quant_unsupported
-from codegen.reduce import COMPOSITES
 
 from . import abi
 from .context import Context, NodeInfo, TensorInfo
@@ -25,7 +25,7 @@ from .model import OP_NAMES
 
 #: Ops whose params live in a TfLite*Params struct at node->builtin_data (besides activations).
 PARAMS_STRUCTS = {"LEAKY_RELU": abi.TfLiteLeakyReluParams, "GELU": abi.TfLiteGeluParams}
-#: Reductions (codegen.ops.REDUCTIONS) and the composite row ops (codegen.reduce), by code.
+#: Reductions (codegen.ops.REDUCTIONS) and the composite row ops (codegen.composites), by code.
 REDUCTION_CODES = {spec.code: name for name, spec in REDUCTIONS.items() if spec.code >= 0}
 COMPOSITE_CODES = {code: name for name, code in COMPOSITES.items()}
 REDUCTION_PARAMS = {"SOFTMAX": abi.TfLiteSoftmaxParams, "L2_NORMALIZATION": abi.TfLiteL2NormParams,

@@ -15,11 +15,11 @@ import sys
 from dataclasses import dataclass, replace
 
 from codegen.compile import DEFAULT_DIR, CompileError, Kernel, KernelCache, max_parallel_threads
+from codegen.composites import COMPOSITES
 from codegen.ir import KernelIR, Op, Value, broadcast_shapes, reduced_shape
 from codegen.ops import OPS, REDUCTIONS
 from codegen.pipeline import Built, NotBuildable, build
 from codegen.quant_ops import CONVERSIONS, XNNPACK_INT8
-from codegen.reduce import COMPOSITES
 from codegen.render import TensorTableLayout
 from codegen.schedule import Schedule, plan
 

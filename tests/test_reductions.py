@@ -13,10 +13,10 @@ from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
 from codegen.qparams import QParams
+from codegen.composites import expand
 from codegen.ir import KernelIR, Op, Value
 from codegen.ops import KERNEL_OPS, OPS
 from codegen.quant_rows import reduction_unsupported
-from codegen.reduce import expand
 from codegen.render import TensorTableLayout, render_kernel
 from codegen.schedule import plan
 from conftest import builtin_interpreter, run, same_bits
