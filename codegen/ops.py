@@ -373,9 +373,10 @@ HELPER_MODULES: dict[str, str] = {
         "pow_tflite", "tanh_eigen", "logistic_eigen", "gelu", "magnitude", "miss_if")},
     **{name: "codegen.mathf32" for name in (
         "exp_f32", "log_f32", "sin_f32", "cos_f32", "sin_near_f32", "cos_near_f32", "far_angle",
-        "sqrt_f32", "exp_fast_f32", "log_fast_f32", "sin_fast_f32", "cos_fast_f32",
-        "tanh_fast_f32", "logistic_fast_f32", "elu_fast_f32", "gelu_fast_f32", "swish_fast_f32",
-        "mish_fast_f32")},
+        "sqrt_f32")},
+    **{name: "codegen.mathf32_fast" for name in (
+        "exp_fast_f32", "log_fast_f32", "sin_fast_f32", "cos_fast_f32", "tanh_fast_f32",
+        "logistic_fast_f32", "elu_fast_f32", "gelu_fast_f32", "swish_fast_f32", "mish_fast_f32")},
     **{name: "codegen.reduce" for name in ("add_reassoc", "max_reassoc", "max_eps",
                                             "scaled_exp")},
 }

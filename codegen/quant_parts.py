@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from . import fixedpoint as fp
+from .fixedpoint import doubling_high_mul_rounded_int32
+from .fixedpoint_binary import add_block_input
 from .qparams import DTYPE_RANGES
 from .quant_paths import ELEMENTWISE_BLOCK, REFERENCE
 from .quant_prepare import ArithParams
@@ -166,7 +167,7 @@ def _plain_shift(args: tuple, dtype: str) -> int | None:
     """k where `add_block_input` with these arguments is (q + offset) << k for every code q,
     else None. k <= 20 keeps `shifted_code_int32`'s q << (k + 2) within int32 (|q| <= 255)."""
     codes = np.arange(*_code_range(dtype), dtype=np.int64)
-    rescaled = fp.add_block_input(codes, *args)
+    rescaled = add_block_input(codes, *args)
     offset = codes + args[0]
     return next((k for k in range(21) if np.array_equal(rescaled, offset << k)), None)
 
@@ -183,9 +184,9 @@ def _add_block_stays_in_int16(p: ArithParams, dtype: str, inputs: tuple) -> bool
     (multipliers >= 0), so the pairs (qmin, qmin) and (qmax, qmax) bound them."""
     extremes = np.array(DTYPE_RANGES[dtype], np.int64)
     (_, args1), (_, args2) = inputs
-    total = fp.add_block_input(extremes, *args1) + fp.add_block_input(extremes, *args2)
-    raw = fp.doubling_high_mul_rounded_int32(total.astype(np.int32), p.output_multiplier,
-                                             -p.output_shift, 0).astype(np.int64)
+    total = add_block_input(extremes, *args1) + add_block_input(extremes, *args2)
+    raw = doubling_high_mul_rounded_int32(total.astype(np.int32), p.output_multiplier,
+                                           -p.output_shift, 0).astype(np.int64)
     low, high = -(1 << 15), (1 << 15) - 1
     return bool(np.all((low <= raw) & (raw <= high) & (low <= raw + p.output_offset)
                        & (raw + p.output_offset <= high)))

@@ -12,6 +12,7 @@ from typing import Sequence
 import numpy as np
 
 from . import fixedpoint as fp
+from .qcall import QCALL_HELPERS
 from .qparams import (DTYPE_RANGES, NUMPY_DTYPES, ChannelQParams, QParams, QuantError,
                       float_warnings_off, same_dtype)
 from .quant_ops import LUT_OPS
@@ -25,16 +26,16 @@ INT32_RANGE = (fp.INT32_MIN, fp.INT32_MAX)
 
 
 def run_qcall(name: str, *args):
-    """The codegen.fixedpoint helper `name` (or np.maximum / np.minimum) on numpy operands:
-    what a QCALL of that name computes per element."""
+    """The fixed-point helper `name` (codegen.qcall, or np.maximum / np.minimum) on numpy
+    operands: what a QCALL of that name computes per element."""
     function = {"np.maximum": np.maximum, "np.minimum": np.minimum}.get(name)
     with np.errstate(all="ignore"):
-        return (function or getattr(fp, name))(*args)
+        return (function or QCALL_HELPERS[name])(*args)
 
 
 def binary_call(op: str, prepared, dtype: str, path: int = REFERENCE) -> tuple[str, tuple]:
     """The codegen.fixedpoint helper that computes `op` on `path` and its constant
-    arguments (after the two operands): `getattr(fixedpoint, name)(a, b, *args)`."""
+    arguments (after the two operands): `QCALL_HELPERS[name](a, b, *args)`."""
     qmin, qmax = DTYPE_RANGES[dtype]
     if op in ("MAXIMUM", "MINIMUM"):
         return ("np.maximum" if op == "MAXIMUM" else "np.minimum"), ()

@@ -129,8 +129,8 @@ def reduction_unsupported(op: str, input: QParams, output: QParams, shape: Seque
 def _hw_mean_rounds_alike(low: int, high: int, multiplier: int, shift: int, bias: int,
                           qmin: int, qmax: int) -> bool:
     """optimized_integer_ops::Mean's vector blocks and scalar tail give every sum in [low,
-    high] the same code. About 20 ms for 56 x 56 sums of codes, and asked for each node by
-    its claim, by partition selection and by kernel prepare: cached."""
+    high] the same code. Every reachable sum is tried, and the same node is asked about by its
+    claim, by partition selection and by kernel prepare: cached."""
     sums = np.arange(low, high + 1, dtype=np.int64)
     scalar = fp.multiply_by_quantized_multiplier(sums, multiplier, shift)
     blocks = fp.multiply_by_quantized_multiplier_4rows(sums, multiplier, shift)

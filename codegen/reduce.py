@@ -12,7 +12,7 @@ from __future__ import annotations
 from numba import njit, types
 from numba.extending import intrinsic
 
-from .mathf32 import _exp_nonpositive_fast5, exp_fast_f32
+from .mathf32_fast import _exp_nonpositive_fast5, exp_fast_f32
 
 
 @intrinsic

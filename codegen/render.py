@@ -18,12 +18,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from . import fixedpoint
 from .ir import KernelIR, Op, Value, verify
 from .literals import float32_text, literal
 from .lut import byte_table
 from .native import POINTERS
 from .ops import ACTIVATIONS, CHAIN_OPS, HELPER_MODULES
+from .qcall import QCALL_HELPERS
 from .schedule import LANES, Nest, Schedule, plan
 
 #: Float reductions whose result is inf or NaN whenever an operand is: the fast loop checks a
@@ -50,8 +50,7 @@ KERNEL_HELPERS = {**HELPER_MODULES, "aligned_copy": "codegen.native",
                   "stack_empty": "codegen.native", "stream_store": "codegen.native",
                   "stream_fence": "codegen.native", "line_aligned": "codegen.native",
                   "lookup_bytes": "codegen.lut",
-                  **{name: "codegen.fixedpoint" for name, helper in vars(fixedpoint).items()
-                     if getattr(helper, "__module__", None) == fixedpoint.__name__}}
+                  **{name: helper.__module__ for name, helper in QCALL_HELPERS.items()}}
 RESERVED = {"np", "carray", "cfunc", "njit", "prange", "context", "node", "tensors", "range",
             "min", "max", "misses", "part", "tile", "block", "start", "stop", "base", "j", "k",
             "row_length", "padded_length", "FLT_MAX", "NAN", "INF", "INF_BITS", "NoAliasCompiler",
@@ -1119,7 +1118,7 @@ def op_expression(ir: KernelIR, names: dict[int, str], op: Op, args: list[str],
     if op.op == "QCALL":              # constants by name: add_block(a, b, input1_offset=-3, ...)
         call = params["call"]
         keywords = ([] if call.startswith("np.") else
-                    list(inspect.signature(getattr(fixedpoint, call)).parameters)[len(args):])
+                    list(inspect.signature(QCALL_HELPERS[call]).parameters)[len(args):])
         constants = [f"{key}={literal(c) if isinstance(c, float) else c}"
                      for key, c in zip(keywords, params["args"], strict=True)]
         return f"{call}({', '.join([*args, *constants])})"

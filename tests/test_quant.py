@@ -18,6 +18,7 @@ from hypothesis import strategies as st
 from numba import njit
 
 from codegen import fixedpoint as fp
+from codegen.qcall import QCALL_HELPERS
 from codegen.qparams import DTYPE_RANGES, ChannelQParams, QParams, QuantError
 from codegen.quant_ops import QUANT_OPS
 from codegen.quant_parts import binary_parts
@@ -593,12 +594,12 @@ def test_a_chain_of_unary_ops_composes_into_per_region_tables():
 # ------------------------------------------------------- numba: same helpers, compiled
 
 def compiled_loop(helper: str, args: tuple) -> callable:
-    """An @njit loop calling codegen.fixedpoint.<helper>(a[i], b[i], *literal args), as a
+    """An @njit loop calling the QCALL helper <helper>(a[i], b[i], *literal args), as a
     generated kernel would (constants as literals)."""
     literal = ", ".join(repr(a) for a in args)
     source = (f"def loop(a, b, out):\n    for i in range(out.shape[0]):\n"
-              f"        out[i] = fp.{helper}(a[i], b[i]{', ' if literal else ''}{literal})\n")
-    scope = {"fp": fp, "np": np}
+              f"        out[i] = {helper}(a[i], b[i]{', ' if literal else ''}{literal})\n")
+    scope = {**QCALL_HELPERS, "np": np}
     exec(source, scope)
     return njit(error_model="numpy")(scope["loop"])
 
@@ -641,9 +642,9 @@ def test_numba_quantize_dequantize_requantize_equal_numpy(path):
 
 
 def unary_loop(helper: str, args: tuple) -> callable:
-    scope = {"fp": fp, "np": np}
+    scope = {**QCALL_HELPERS, "np": np}
     exec(f"def loop(x, out):\n    for i in range(x.shape[0]):\n"
-         f"        out[i] = fp.{helper}(x[i], {', '.join(map(repr, args))})\n", scope)
+         f"        out[i] = {helper}(x[i], {', '.join(map(repr, args))})\n", scope)
     return njit(error_model="numpy")(scope["loop"])
 
 
@@ -769,7 +770,7 @@ def test_int32_helpers_equal_the_int64_definitions_on_all_pairs(op, dtype, path)
     for q1, q2, qo, activation, prepared, a, b in itertools.islice(
             supported_binary_cases(rng, op, dtype), 200):
         name, args = binary_call(op, prepared, dtype, path)
-        got = getattr(fp, name)(a, b, *args)
+        got = QCALL_HELPERS[name](a, b, *args)
         want = INT64_DEFINITIONS[name](a, b, *args)
         assert np.array_equal(got, want), (op, dtype, path, q1, q2, qo, activation)
         left_shifts += op == "MUL" and prepared.output_shift > 13
@@ -787,10 +788,10 @@ def test_binary_parts_compose_to_the_whole_helper(op, dtype, path):
     outputs, ties = set(), set()
     for *_, prepared, a, b in itertools.islice(supported_binary_cases(rng, op, dtype), 20):
         (in1, args1), (in2, args2), (out, args) = binary_parts(op, prepared, dtype, path)
-        x1, x2 = getattr(fp, in1)(a, *args1), getattr(fp, in2)(b, *args2)
+        x1, x2 = QCALL_HELPERS[in1](a, *args1), QCALL_HELPERS[in2](b, *args2)
         assert x1.dtype == x2.dtype == np.int32
         name, whole = binary_call(op, prepared, dtype, path)
-        assert np.array_equal(getattr(fp, out)(x1, x2, *args), getattr(fp, name)(a, b, *whole))
+        assert np.array_equal(QCALL_HELPERS[out](x1, x2, *args), QCALL_HELPERS[name](a, b, *whole))
         outputs.add(out)
         ties |= {args[-1]} if out == "add_block_output_quadrupled" else set()
     if op == "ADD" and path != REFERENCE:      # tiny output scales wrap in int16, others not;
@@ -813,9 +814,9 @@ def test_add_blocks_keep_the_tie_correction_where_a_tie_is_met(scales, ties_reac
     assert parts[0 if s1 > s2 else 1][0] == "shifted_code_int32"
     a, b = (x.astype(np.int64) for x in binary_grid(QParams(s1, -5), QParams(s2, 0)))
     (in1, args1), (in2, args2), (out, args) = parts
-    got = getattr(fp, out)(getattr(fp, in1)(a, *args1), getattr(fp, in2)(b, *args2), *args)
+    got = QCALL_HELPERS[out](QCALL_HELPERS[in1](a, *args1), QCALL_HELPERS[in2](b, *args2), *args)
     name, whole = binary_call("ADD", prepared, "int8", ELEMENTWISE_BLOCK)
-    assert np.array_equal(got, getattr(fp, name)(a, b, *whole))
+    assert np.array_equal(got, QCALL_HELPERS[name](a, b, *whole))
 
 
 @pytest.mark.parametrize("scales", [(0.04, 0.03, 0.06), (0.0437, 0.0291, 0.0613)])
@@ -831,11 +832,11 @@ def test_add_blocks_in_int16_lanes_equal_the_whole_helper(scales, once):
     assert parts[once][0] == "LUT" and parts[1 - once][0] == "code_times_128_int16"
     a, b = binary_grid(q1, q2)
     x1, x2 = (np.array(args[0], np.int32)[codes.astype(np.int64) + 128] if name == "LUT"
-              else getattr(fp, name)(codes, *args)
+              else QCALL_HELPERS[name](codes, *args)
               for codes, (name, args) in zip((a, b), parts))
     name, whole = binary_call("ADD", prepared, "int8", ELEMENTWISE_BLOCK)
-    assert np.array_equal(getattr(fp, parts[2][0])(x1, x2, *parts[2][1]),
-                          getattr(fp, name)(a.astype(np.int64), b.astype(np.int64), *whole))
+    assert np.array_equal(QCALL_HELPERS[parts[2][0]](x1, x2, *parts[2][1]),
+                          QCALL_HELPERS[name](a.astype(np.int64), b.astype(np.int64), *whole))
 
 
 def test_doubling_high_mul_rounded_int32_equals_the_two_roundings():

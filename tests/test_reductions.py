@@ -334,7 +334,7 @@ def test_softmax_exp_is_exp_fast_where_normal_and_flushes_below():
     normal, within 2^-126 of it below (+0 under 2^-126.5), +0 for -inf, NaN for NaN."""
     from numba import njit
 
-    from codegen.mathf32 import _exp_nonpositive_fast5, exp_fast_f32
+    from codegen.mathf32_fast import _exp_nonpositive_fast5, exp_fast_f32
 
     @njit
     def both(xs):
