@@ -309,7 +309,6 @@ def offset_int32(q, offset):
     return np.add(np.int32(q), np.int32(offset))
 
 
-
 # ------------------------------------------------------------------------------ REQUANTIZE
 
 @_jitable

@@ -51,7 +51,6 @@ FAST_BUDGET = {
 FAST_NEAR_ONLY = frozenset({"sin_fast_f32", "cos_fast_f32"})
 
 
-
 # exp: n = rint(x / ln2) through _ROUND_MAGIC, r = x - n*ln2 (exact first step, _LN2_HI has 9
 # bits), exp(r) = 1 + r + r**2 * Q(r), then 2**n by ldexp. Q fitted for this module (minimax
 # relative error on [-ln2/2, ln2/2]): degree 3 for exp (1.76 * 2**-24), degree 4 where the

@@ -27,7 +27,6 @@ _BLOCKS = {("ADD", "int8", ELEMENTWISE_BLOCK): 16, ("ADD", "int8", SCALAR_BLOCK)
            ("MUL", "uint8", ELEMENTWISE_BLOCK): 8, ("MUL", "uint8", SCALAR_BLOCK): 8}
 
 
-
 def _broadcast_params(shape1: Sequence[int], shape2: Sequence[int]) -> tuple[str, tuple]:
     """reference_ops::ProcessBroadcastShapes: ('none' | 'generic' | 'fivefold', y0..y4)."""
     rank = max(len(shape1), len(shape2))
@@ -92,7 +91,6 @@ def binary_path_set(op: str, dtype: str, shapes: tuple | None = None) -> tuple[i
                         | {REFERENCE}))
 
 
-
 def unary_block(op: str, in_dtype: str, out_dtype: str) -> int:
     """The NEON block length of a position-dependent unary kernel (0: one path): the first
     n - n % block elements of a flat tensor of n take the block path."""
@@ -103,7 +101,6 @@ def unary_block(op: str, in_dtype: str, out_dtype: str) -> int:
     if op == "DEQUANTIZE" and in_dtype in DTYPE_RANGES:
         return 8                              # optimized_ops::Dequantize<int8/uint8>
     return 0
-
 
 
 @dataclass(frozen=True)
@@ -129,7 +126,6 @@ class UnaryLookup:
         return self.table
 
 
-
 def compose(first: np.ndarray, second: np.ndarray) -> np.ndarray:
     """The table of `second` after `first` (first's output codes index second's table)."""
     qmin = DTYPE_RANGES[np.dtype(first.dtype).name][0]
@@ -153,4 +149,3 @@ def chain_regions(lookups: Sequence[UnaryLookup], size: int
             table = compose(table, lookup.table_at(start, size))
         regions.append((start, stop, table))
     return regions
-

@@ -64,8 +64,6 @@ def quantize_multiplier_greater_than_one(real: float) -> tuple[int, int]:
     return quantize_multiplier(real)
 
 
-
-
 def _quantize_bound(scale: float, zero_point: int, value: float) -> int:
     """kernel_util.cc Quantize(): zero_point + static_cast<int32>(roundf(f / scale)),
     failing Prepare when the rounded float is outside [INT32_MIN, (float)INT32_MAX]."""
@@ -90,7 +88,6 @@ def activation_range_quantized(activation: int, output: QParams) -> tuple[int, i
     if activation == 2:
         return max(qmin, _quantize_bound(s, zp, -1.0)), min(qmax, _quantize_bound(s, zp, 1.0))
     return qmin, qmax
-
 
 
 # ------------------------------------------------------------------------- lookup tables
@@ -190,7 +187,6 @@ def _saturating_float_to_int32(x: np.ndarray) -> np.ndarray:
                                             fp.INT32_MAX)).astype(np.int64)
 
 
-
 # ------------------------------------------------------------------------ prepared params
 
 class _Prepared:
@@ -265,8 +261,6 @@ class HardSwishParams:
     output_multiplier_exponent: int
     reluish_multiplier_fixedpoint_int16: int
     reluish_multiplier_exponent: int
-
-
 
 
 def prepare_add(input1: QParams, input2: QParams, output: QParams, activation: int = 0,
@@ -369,7 +363,6 @@ def prepare_hard_swish(input: QParams, output: QParams) -> HardSwishParams:
                            _downscale_int32_to_int16_multiplier(mr), er)
 
 
-
 @float_warnings_off
 def prepare_binary(op: str, input1: QParams, input2: QParams, output: QParams,
                    params: dict | None = None):
@@ -392,7 +385,9 @@ def prepare_binary(op: str, input1: QParams, input2: QParams, output: QParams,
     raise KeyError(op)
 
 
+# ------------------------------------------------------------------------------ unary ops
 
+#: The real-valued range each quantized RELU clamps to (QuantizedReluX, in Eval).
 RELU_BOUNDS = {"RELU": (0.0, math.inf), "RELU6": (0.0, 6.0), "RELU_N1_TO_1": (-1.0, 1.0),
                 "RELU_0_TO_1": (0.0, 1.0)}
 
@@ -428,7 +423,6 @@ def prepare_relu(op: str, input: QParams, output: QParams) -> ReluParams:
     return ReluParams(input.zero_point, m, s, zp, lo, hi)
 
 
-
 @dataclass(frozen=True)
 class LeakyReluParams:
     """LeakyReluPrepare results."""
@@ -449,7 +443,6 @@ def prepare_leaky_relu(input: QParams, output: QParams, alpha: float) -> LeakyRe
     return LeakyReluParams(ma, sa, mi, si)
 
 
-
 @float_warnings_off
 def prepare_rsqrt(input: QParams, output: QParams) -> tuple[int, int]:
     """elementwise.cc SetRsqrtOutputMultiplier: QuantizeMultiplier(1. / (sqrtf(s_in) *
@@ -458,7 +451,6 @@ def prepare_rsqrt(input: QParams, output: QParams) -> tuple[int, int]:
     if denominator == 0.0:
         raise QuantError("RSQRT output multiplier 1 / (sqrt(s_in) * s_out) is infinite")
     return quantize_multiplier(1.0 / denominator)
-
 
 
 @float_warnings_off
@@ -470,7 +462,6 @@ def prepare_abs(input: QParams, output: QParams) -> tuple[bool, int, int]:
     return (True, *quantize_multiplier(float(_f32(input.scale) / _f32(output.scale))))
 
 
-
 @float_warnings_off
 def prepare_lut(op: str, input: QParams, output: QParams, params: dict | None = None
                 ) -> np.ndarray:
@@ -478,4 +469,3 @@ def prepare_lut(op: str, input: QParams, output: QParams, params: dict | None = 
     (LUTPopulate with the kernel's float lambda), indexed q - qmin."""
     same_dtype(input, output)
     return lut_populate(_lut_transform(op, output, params or {}), input, output)
-

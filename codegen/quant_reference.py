@@ -56,7 +56,6 @@ def binary_call(op: str, prepared, dtype: str, path: int = REFERENCE) -> tuple[s
     raise KeyError(op)
 
 
-
 def unary_call(op: str, input: QParams | None, output: QParams | None,
                path: int = REFERENCE) -> tuple[str, tuple]:
     """The codegen.fixedpoint helper (and its constant arguments after the operand) for
@@ -78,7 +77,6 @@ def unary_call(op: str, input: QParams | None, output: QParams | None,
         name = "requantize_reference" if path == REFERENCE else "requantize_block"
         return name, prepare_requantize(input, output).args
     raise KeyError(op)
-
 
 
 def binary(op: str, a: np.ndarray, b: np.ndarray, prepared, dtype: str,
@@ -119,7 +117,6 @@ def _relu(op: str, input: QParams, output: QParams) -> np.ndarray:
     return np.minimum(np.maximum(raw, p.act_min), p.act_max)
 
 
-
 def _leaky_relu(input: QParams, output: QParams, alpha: float) -> np.ndarray:
     """reference_ops::QuantizeLeakyRelu: identity multiplier for q >= zp, alpha multiplier
     below (a negative alpha multiplier is negated around MultiplyByQuantizedMultiplier, as
@@ -134,7 +131,6 @@ def _leaky_relu(input: QParams, output: QParams, alpha: float) -> np.ndarray:
                                                     p.identity_shift),
         -scaled if negative else scaled)
     return np.clip(out, output.qmin, output.qmax)
-
 
 
 def _i16(x):
@@ -193,7 +189,6 @@ def _mbqm_int(x: int, multiplier: int, shift: int) -> int:
     return int(fp.multiply_by_quantized_multiplier(x, multiplier, shift))
 
 
-
 def _rsqrt(input: QParams, output: QParams) -> tuple[np.ndarray, np.ndarray]:
     """elementwise.cc RsqrtEvalQuantizedInt8: 0 -> 127; else GetInvSqrtQuantizedMultiplierExp,
     data = MBQM(1, inv, inv_shift + 20), output = MBQM(data, m, shift - 20) + zp_out,
@@ -224,7 +219,6 @@ def _sqrt(input: QParams, output: QParams) -> tuple[np.ndarray, np.ndarray]:
     return out, dequantized < 0
 
 
-
 def _abs(input: QParams, output: QParams) -> np.ndarray:
     """elementwise.cc AbsEvalQuantized: |q - zp_in| + zp_out when the scales are equal,
     else MultiplyByQuantizedMultiplier(|q - zp_in|) + zp_out, clamped."""
@@ -233,7 +227,6 @@ def _abs(input: QParams, output: QParams) -> np.ndarray:
     if rescale:
         value = fp.multiply_by_quantized_multiplier(value, m, s)
     return np.clip(value + output.zero_point, output.qmin, output.qmax)
-
 
 
 def _channel_view(quant: ChannelQParams, shape: Sequence[int]):
@@ -320,4 +313,3 @@ def unary_table(op: str, input: QParams, output: QParams | None,
     `path` (REFERENCE: LiteRT's scalar loop; ELEMENTWISE_BLOCK: its NEON blocks)."""
     lookup = unary_lookup(op, input, output, params)
     return lookup.block_table if path != REFERENCE and lookup.block else lookup.table
-

@@ -219,4 +219,3 @@ def _same_dtype_reason(op: str, input: QParams, output: QParams) -> str | None:
         if reason:
             return reason
     return None
-
