@@ -9,9 +9,9 @@ exact: the functions the exact precision uses, against float64 references and nu
 
 For every function: max ulp error (and the input where it occurs) and mean ulp error against
 a float64 reference (glibc's double functions, through numba), the max ulp error again with
-mathf32._mul_add compiled unfused (a mul and an add: what a CPU without FMA computes) and
-with the calling loop compiled with fastmath={"contract"} (FMA wherever LLVM can), and
-ns/element on 1M float32 elements (1 thread, median of repeated runs), _mul_add fused and
+mathf32_intrinsics.mul_add compiled unfused (a mul and an add: what a CPU without FMA computes)
+and with the calling loop compiled with fastmath={"contract"} (FMA wherever LLVM can), and
+ns/element on 1M float32 elements (1 thread, median of repeated runs), mul_add fused and
 unfused, next to the same loop calling numba's np.<fn>, math.erf or np.power on float32
 (libm). Inputs: a log-uniform sample over all float32 plus a uniform sample of the active
 range; --exhaustive takes every float32 bit pattern instead (unary functions; pow stays
@@ -218,7 +218,7 @@ def pow_inputs():
 
 
 def accuracy(name, exhaustive):
-    """Stats with default flags, with _mul_add unfused, and with the caller compiled with
+    """Stats with default flags, with mul_add unfused, and with the caller compiled with
     contract."""
     stats = {"plain": Stats(), "unfused": Stats(), "contract": Stats()}
     fn = math_function(name)
@@ -255,7 +255,7 @@ def ns_per_element(loop, *args):
 
 
 def throughput(name):
-    """(ns/element mathf32, the same with _mul_add unfused, ns/element numba libm) on
+    """(ns/element mathf32, the same with mul_add unfused, ns/element numba libm) on
     THROUGHPUT_N typical inputs."""
     rng = np.random.default_rng(11)
     if name == "pow_f32":
@@ -611,7 +611,7 @@ def fast_section(runs: list[Run], stride: int) -> list[str]:
         "0; beyond, a kernel's exact loop runs sin_f32/cos_f32). Chains: the fast function, "
         "which applies the root MUL's NONE activation itself (+-inf -> +-FLT_MAX), against "
         "the builtin kernels running the chain",
-        "- float64: mathf32.budget_error at FAST_BUDGET's abs, _mul_add fused / unfused",
+        "- float64: mathf32.budget_error at FAST_BUDGET's abs, mul_add fused / unfused",
         "- builtin: the ulps needed beyond the abs of OpSpec.approx_tolerance (APPROX_CHAINS "
         "for chains), fused / unfused; XNNPACK: the same at max(abs, FLT_MIN), so its "
         "subnormal flushing is left out. A budget is no larger than XNNPACK's when its ulp "
@@ -682,8 +682,8 @@ def exact_section(exhaustive):
         "- inputs: " + ("every float32 (unary), pow sampled" if exhaustive else
                         f"{SAMPLE:,} log-uniform + {SAMPLE:,} active-range per function"),
         "- ulp: of the float32 binade of the float64 reference. max ulp, mean ulp, ns/elem: "
-        "as compiled here, _mul_add (llvm.fmuladd) fused to FMA where this CPU has it; "
-        "unfused: _mul_add as a mul and an add (what a CPU without FMA computes); contract: "
+        "as compiled here, mul_add (llvm.fmuladd) fused to FMA where this CPU has it; "
+        "unfused: mul_add as a mul and an add (what a CPU without FMA computes); contract: "
         "calling loop compiled with fastmath={'contract'}, so LLVM may fuse every a*b + c",
         f"- ns/elem: 1 thread, median of {REPEATS} runs over {THROUGHPUT_N:,} elements, "
         "uniform in " + ", ".join(f"{n[:-4]} {UNARY[n][3]}" for n in UNARY)
