@@ -10,12 +10,13 @@ import math
 import textwrap
 from dataclasses import dataclass
 
-from . import fixedpoint
 from .fastpath import FastPath
 from .ir import KernelIR, Op, Value
+from .literals import literal
 from .names import RESERVED, fresh_name
 from .nests import (ElementwiseNest, Nest, RowBlockNest, RowsNest, Schedule, TableNest,
                     UnrolledRowsNest)
+from .qcall import QCALL_HELPERS
 from .writer import INDENT, LINE_LIMIT, assignment, wrap_call
 
 
@@ -461,7 +462,6 @@ def op_expression(ir: KernelIR, names: dict[int, str], op: Op, args: list[str],
     """The op over its operands' expressions: a table lookup (in the table named after
     `kernel`, the kernel's names, where `names` are a row's), a fixed-point helper call, or
     the op table's template."""
-    from .render import literal      # render imports this module
     params = dict(op.params)
     if op.op == "LUT":
         offset = -DTYPE_MIN[ir.value(op.inputs[0]).dtype]
@@ -471,7 +471,7 @@ def op_expression(ir: KernelIR, names: dict[int, str], op: Op, args: list[str],
     if op.op == "QCALL":              # constants by name: add_block(a, b, input1_offset=-3, ...)
         call = params["call"]
         keywords = ([] if call.startswith("np.") else
-                    list(inspect.signature(getattr(fixedpoint, call)).parameters)[len(args):])
+                    list(inspect.signature(QCALL_HELPERS[call]).parameters)[len(args):])
         constants = [f"{key}={literal(c) if isinstance(c, float) else c}"
                      for key, c in zip(keywords, params["args"], strict=True)]
         return f"{call}({', '.join([*args, *constants])})"
@@ -480,7 +480,6 @@ def op_expression(ir: KernelIR, names: dict[int, str], op: Op, args: list[str],
 
 def value_literal(value: Value) -> str:
     """A one-value constant as the kernel writes it: a float32 literal, or an int8/uint8 code."""
-    from .render import literal      # render imports this module
     return str(int(value.literal)) if value.quantized else literal(value.literal)
 
 

@@ -1,5 +1,10 @@
 """Integer (and quantize/dequantize) arithmetic of TFLite's int8/uint8 kernels, one helper each.
 
+This module holds the primitives (gemmlowp, common.h), their int32-lane forms and the
+QUANTIZE / DEQUANTIZE / requantize helpers; the per-op helpers built from them are in
+codegen.fixedpoint_binary (ADD, SUB, SQUARED_DIFFERENCE, MUL, PRELU) and
+codegen.fixedpoint_rows (reductions and row ops). codegen.qcall names them all.
+
 Every helper here is ONE implementation for two callers: called from Python it runs on numpy
 arrays (or Python ints), vectorised; referenced from `@njit` code numba compiles the same
 source for scalars (`numba.extending.register_jitable`; LLVM inlines these small functions
@@ -11,7 +16,7 @@ Conventions:
 - The generic helpers (SRDHM, RoundingDivideByPOT, MultiplyByQuantizedMultiplier, ...) take
   int64 values (numba promotes int32 arithmetic to int64 anyway); every helper returns a
   value in the range of the C type it models, so the int32 wrap-around of the C code never
-  happens here. Where LiteRT's int32 arithmetic could overflow, `codegen.quant` refuses the
+  happens here. Where LiteRT's int32 arithmetic could overflow, `codegen.quant_support` refuses the
   parameters instead (`quant_unsupported`).
 - The helpers a kernel calls per element pair (ADD, SUB, SQUARED_DIFFERENCE, MUL, QUANTIZE
   from float) compute in int32 lanes instead (section "int32 lanes"): numpy ufuncs on int32
@@ -20,7 +25,7 @@ Conventions:
   helpers equals the int64 definition for every int8/uint8 operand pair and every parameter
   Prepare can produce (the bounds are stated where they are used; tests/test_quant.py checks
   all pairs against the int64 formulas and against LiteRT).
-- Shifts and multipliers are those computed by `codegen.quant` (Prepare-time math).
+- Shifts and multipliers are those computed by `codegen.quant_prepare`.
 - "block" helpers reproduce LiteRT's NEON code, which runs on x86 through NEON_2_SSE
   (`tflite/kernels/internal/optimized/neon_check.h` defines USE_NEON whenever SSE4.1 is on);
   "reference" helpers reproduce the scalar loops (the tail after the NEON blocks, and the
@@ -34,7 +39,6 @@ Sources: gemmlowp `fixedpoint/fixedpoint.h`; LiteRT `tflite/kernels/internal/com
 from __future__ import annotations
 
 import numpy as np
-from numba import types
 from numba.extending import overload, register_jitable
 
 INT32_MIN = -(1 << 31)
@@ -305,243 +309,6 @@ def offset_int32(q, offset):
     return np.add(np.int32(q), np.int32(offset))
 
 
-# ---------------------------------------------------------------------- ADD / SUB / SQ. DIFF
-
-@_jitable
-def rescale_input_int32(q, offset, left_shift, multiplier, shift):
-    """MultiplyByQuantizedMultiplierSmallerThanOneExp((q + offset) << left_shift, multiplier,
-    shift) of the reference ADD/SUB/SQUARED_DIFFERENCE, in int32: |q + offset| <= 255 and
-    left_shift <= 20 keep the shifted value below 2**28."""
-    shifted = np.left_shift(offset_int32(q, offset), np.int32(left_shift))
-    return doubling_high_mul_rounded_int32(shifted, multiplier, -shift, 0)
-
-
-@_jitable
-def add_sub_output(x1, x2, sign, output_multiplier, output_shift, output_offset, act_min,
-                   act_max):
-    """The second half of the reference ADD/SUB: the rescaled inputs (`rescale_input_int32`)
-    added (sign=1) or subtracted (sign=-1), rescaled to the output, offset and clamped.
-    In int32 lanes: each input multiplier is at most 0.5 (of twice the larger scale), so
-    |x1|, |x2| <= 255 * 2**19 + 1 and |x1 +- x2| < 2**28."""
-    total = np.add(x1, np.multiply(np.int32(sign), x2))
-    return clamp_int32(doubling_high_mul_rounded_int32(total, output_multiplier, -output_shift,
-                                                       output_offset), act_min, act_max)
-
-
-@_jitable
-def add_sub_reference(a, b, sign, input1_offset, input1_multiplier, input1_shift,
-                      input2_offset, input2_multiplier, input2_shift, left_shift,
-                      output_multiplier, output_shift, output_offset, act_min, act_max):
-    """reference_integer_ops::AddFunc / reference_ops::AddElementwise (sign=1) and
-    SubElementwise / BroadcastQuantSubSlow (sign=-1): both inputs rescaled to a common
-    2**-left_shift scale, added, rescaled to the output, offset and clamped (int32)."""
-    x1 = rescale_input_int32(a, input1_offset, left_shift, input1_multiplier, input1_shift)
-    x2 = rescale_input_int32(b, input2_offset, left_shift, input2_multiplier, input2_shift)
-    return add_sub_output(x1, x2, sign, output_multiplier, output_shift, output_offset,
-                          act_min, act_max)
-
-
-@_jitable
-def add_block_input(q, offset, multiplier, shift, left_shift, merged_shift):
-    """One input of the NEON ADD blocks (`add_block`) at the common scale: q + offset
-    shifted by left_shift + shift before vqrdmulhq (merged_shift=1), or by left_shift before
-    and by shift after, flooring (merged_shift=0). In int32 lanes: the shifted value is below
-    255 * 2**20 < 2**28."""
-    shifted = shift_left_or_floor_right_int32(offset_int32(q, offset),
-                                              left_shift + merged_shift * shift)
-    return shift_left_or_floor_right_int32(doubling_high_mul_int32(shifted, multiplier),
-                                           (1 - merged_shift) * shift)
-
-
-@_jitable
-def add_block_output(x1, x2, output_multiplier, output_shift, output_offset, act_min, act_max,
-                     qmin, qmax):
-    """The second half of the NEON ADD blocks: the inputs at the common scale
-    (`add_block_input`) added, vqrdmulhq + RoundingDivideByPOT to the output scale,
-    vmovn_s32 (wraps to int16), + output_offset in int16, saturation to [qmin, qmax]
-    (vqmovn_s16 / vqmovun_s16), clamp to the activation range. In int32 lanes:
-    |x1 + x2| < 2**28 (as for add_sub_output), so the int32 sum of the C code never wraps."""
-    raw = doubling_high_mul_rounded_int32(np.add(x1, x2), output_multiplier, -output_shift, 0)
-    offset = np.add(wrap_int16_int32(raw), np.int32(output_offset))
-    narrowed = clamp_int32(wrap_int16_int32(offset), qmin, qmax)
-    return clamp_int32(narrowed, act_min, act_max)
-
-
-@_jitable
-def add_block_output_in_int16(x1, x2, output_multiplier, output_shift, output_offset, act_min,
-                              act_max):
-    """`add_block_output` where Prepare's constants keep the rescaled sum, and it plus the
-    output offset, within int16 for every input pair (`quant.binary_parts` checks the
-    extremes): vmovn_s32 and the int16 add then never wrap, and the saturation to
-    [qmin, qmax] lies outside the activation range, so the offset goes in with the rounding
-    and one clamp remains."""
-    return clamp_int32(doubling_high_mul_rounded_int32(np.add(x1, x2), output_multiplier,
-                                                       -output_shift, output_offset),
-                       act_min, act_max)
-
-
-@_jitable
-def shifted_code_int32(q, shift):
-    """q << shift as an int32: an ADD block input whose rescaling is a plain shift (the
-    input of the larger scale, multiplier 2**30), with its offset added to the other
-    input instead (`add_block_input_quadrupled`)."""
-    return np.left_shift(np.int32(q), np.int32(shift))
-
-
-@_jitable
-def add_block_input_quadrupled(q, offset, multiplier, shift, left_shift, merged_shift,
-                               addend):
-    """4 * `add_block_input` + addend: the other input of `add_block_output_quadrupled`
-    when one input is `shifted_code_int32`, which leaves its offset, times 4, in addend.
-    Computed once per channel for a per-channel input, so the per-element work shrinks to
-    one shift. In int32 lanes: 4 * 255 * 2**20 + |addend| < 2**31 (addend < 2**30)."""
-    rescaled = add_block_input(q, offset, multiplier, shift, left_shift, merged_shift)
-    return np.add(np.left_shift(rescaled, _I32_2), np.int32(addend))
-
-
-@_jitable
-def code_times_128_int16(q):
-    """q * 128 as an int16: the per-element input of `add_block_output_int16_lanes`."""
-    return np.left_shift(np.int16(q), np.int16(7))
-
-
-@_jitable
-def add_block_output_int16_lanes(x1, x2, multiplier, shift, act_min, act_max):
-    """An int8 ADD block's output as floor((x1 + c) * multiplier / 2**(16 + shift)) + d,
-    clamped, in int16 lanes (32 a vector instead of the int32 helpers' 16, the product's
-    high half one VPMULHW): x1 = `code_times_128_int16` of one input, x2 = d << 16 | c
-    (c an int16) the other input's pair, looked up from a table per code that
-    `quant.binary_parts` built and checked equal to the int32 helpers on all input pairs.
-    No overflow: that check keeps |x1 + c| < 2**15."""
-    start = np.int16(np.add(x1, np.int16(x2)))
-    high = np.int16(np.right_shift(np.multiply(np.int32(start), np.int32(multiplier)),
-                                   np.int32(16 + shift)))
-    total = np.int16(np.add(high, np.int16(np.right_shift(x2, np.int32(16)))))
-    return np.minimum(np.maximum(total, np.int16(act_min)), np.int16(act_max))
-
-
-@_jitable
-def add_block_output_int16_lanes_table_first(x1, x2, multiplier, shift, act_min, act_max):
-    """`add_block_output_int16_lanes` where the first input is the one looked up."""
-    return add_block_output_int16_lanes(x2, x1, multiplier, shift, act_min, act_max)
-
-
-@_jitable
-def add_block_output_quadrupled(x1, x2, output_multiplier, output_shift, output_offset,
-                                act_min, act_max, ties_reached):
-    """`add_block_output_in_int16` of inputs given times 4 (`shifted_code_int32` <<
-    2 and `add_block_input_quadrupled`), whose sum is 4 * (the NEON blocks' sum): the high
-    multiply takes it as it is. ties_reached as in `quadrupled_high_mul_rounded_int32`."""
-    return clamp_int32(quadrupled_high_mul_rounded_int32(np.add(x1, x2), output_multiplier,
-                                                         -output_shift, output_offset,
-                                                         ties_reached),
-                       act_min, act_max)
-
-
-@_jitable
-def add_block(a, b, input1_offset, input1_multiplier, input1_shift, input2_offset,
-              input2_multiplier, input2_shift, left_shift, output_multiplier, output_shift,
-              output_offset, act_min, act_max, merged_shift, qmin, qmax):
-    """The NEON blocks of LiteRT's quantized ADD. merged_shift=1: int8 AddElementwiseInt8
-    (optimized/integer_ops/add.h), which shifts by left_shift + input_shift before vqrdmulhq
-    (one rounding); merged_shift=0: int8 AddScalarBroadcast and the uint8 AddElementwise /
-    AddScalarBroadcast (optimized_ops.h), which shift by left_shift, vqrdmulhq, then shift by
-    input_shift without rounding (floor). Then `add_block_output`."""
-    x1 = add_block_input(a, input1_offset, input1_multiplier, input1_shift, left_shift,
-                         merged_shift)
-    x2 = add_block_input(b, input2_offset, input2_multiplier, input2_shift, left_shift,
-                         merged_shift)
-    return add_block_output(x1, x2, output_multiplier, output_shift, output_offset, act_min,
-                            act_max, qmin, qmax)
-
-
-@_jitable
-def squared_difference_output(x1, x2, output_multiplier, output_shift, output_offset, act_min,
-                              act_max):
-    """The second half of SQUARED_DIFFERENCE: the difference of the rescaled inputs
-    (`rescale_input_int32`, left_shift 7) squared (int32), rescaled to the output, offset,
-    clamped. In int32 lanes: |x1|, |x2| <= 255 * 2**6 + 1, so the square is below 2**30
-    (hence the wide doubling high mul: 4 * square may not fit)."""
-    diff = np.subtract(x1, x2)
-    raw = rounding_divide_by_pot_int32(
-        doubling_high_mul_int32_wide(np.multiply(diff, diff), output_multiplier), -output_shift)
-    return clamp_int32(np.add(raw, np.int32(output_offset)), act_min, act_max)
-
-
-@_jitable
-def squared_difference_reference(a, b, input1_offset, input1_multiplier, input1_shift,
-                                 input2_offset, input2_multiplier, input2_shift, left_shift,
-                                 output_multiplier, output_shift, output_offset, act_min,
-                                 act_max):
-    """squared_difference.cc SquaredDifference(int8, int8, params): inputs rescaled to a
-    2**-7 scale, then `squared_difference_output`."""
-    x1 = rescale_input_int32(a, input1_offset, left_shift, input1_multiplier, input1_shift)
-    x2 = rescale_input_int32(b, input2_offset, left_shift, input2_multiplier, input2_shift)
-    return squared_difference_output(x1, x2, output_multiplier, output_shift, output_offset,
-                                     act_min, act_max)
-
-
-# ----------------------------------------------------------------------------------- MUL
-
-@_jitable
-def mul_rescale_int32(a, b, input1_offset, input2_offset, output_multiplier, output_shift):
-    """MultiplyByQuantizedMultiplier((a + off1) * (b + off2), multiplier, shift), double
-    rounding, in int32: |product| <= 255**2 < 2**16 and Prepare-time checks keep
-    product << max(shift, 0) in int32 (quant_unsupported), below 2**29 up to a shift of 13
-    (the narrow doubling high mul); a right shift happens only when the left one is 0."""
-    left = output_shift * (output_shift > 0)
-    right = -output_shift * (output_shift < 0)
-    product = np.multiply(offset_int32(a, input1_offset), offset_int32(b, input2_offset))
-    shifted = np.left_shift(product, np.int32(left))
-    high = select(left <= 13, doubling_high_mul_int32(shifted, output_multiplier),
-                  doubling_high_mul_int32_wide(shifted, output_multiplier))
-    return rounding_divide_by_pot_int32(high, right)
-
-
-@_jitable
-def mul_reference(a, b, input1_offset, input2_offset, output_multiplier, output_shift,
-                  output_offset, act_min, act_max):
-    """reference_integer_ops::MulElementwise and the scalar loops of the optimized MUL:
-    output_offset + MultiplyByQuantizedMultiplier((a + off1) * (b + off2)), clamped.
-    In int32 lanes: the rescaled product is below 255**2 * 2**15 < 2**31 - 255, so adding
-    the offset does not wrap."""
-    raw = mul_rescale_int32(a, b, input1_offset, input2_offset, output_multiplier,
-                            output_shift)
-    return clamp_int32(np.add(raw, np.int32(output_offset)), act_min, act_max)
-
-
-@_jitable
-def mul_block(a, b, input1_offset, input2_offset, output_multiplier, output_shift,
-              output_offset, act_min, act_max, saturate16, qmin, qmax):
-    """The NEON blocks of LiteRT's quantized MUL (optimized/integer_ops/mul.h,
-    optimized_ops.h): the product shifted by max(shift, 0) (vshlq), vqrdmulhq,
-    RoundingDivideByPOT by max(-shift, 0), narrowed to int16 (saturate16=1: vqmovn_s32;
-    0: vmovn_s32, wrapping, in uint8 MulSimpleBroadcast), + output_offset in int16,
-    saturated to [qmin, qmax], clamped to the activation range. int32 lanes as
-    mul_reference."""
-    p = mul_rescale_int32(a, b, input1_offset, input2_offset, output_multiplier, output_shift)
-    p16 = select(saturate16 == 1, clamp_int32(p, -32768, 32767), wrap_int16_int32(p))
-    offset = np.add(p16, np.int32(output_offset))
-    narrowed = clamp_int32(wrap_int16_int32(offset), qmin, qmax)
-    return clamp_int32(narrowed, act_min, act_max)
-
-
-# --------------------------------------------------------------------------------- PRELU
-
-@_jitable
-def prelu_reference(x, alpha, input_offset, alpha_offset, output_multiplier_1,
-                    output_shift_1, output_multiplier_2, output_shift_2, output_offset,
-                    qmin, qmax):
-    """reference_ops::Prelu / BroadcastPrelu4DSlow (quantized): x + input_offset >= 0 is
-    rescaled by multiplier 1, otherwise (x + input_offset) * (alpha + alpha_offset) by
-    multiplier 2; + output_offset, clamped to the type range."""
-    v = x + input_offset
-    positive = multiply_by_quantized_multiplier(v, output_multiplier_1, output_shift_1)
-    negative = multiply_by_quantized_multiplier(
-        v * (alpha + alpha_offset), output_multiplier_2, output_shift_2)
-    return saturate(select(v >= 0, positive, negative) + output_offset, qmin, qmax)
-
-
 # ------------------------------------------------------------------------------ REQUANTIZE
 
 @_jitable
@@ -635,111 +402,3 @@ def dequantize_per_channel(q, scale, zero_point):
     """reference_ops::PerChannelDequantize: static_cast<float>(scale * (q - zero_point)),
     a float32 product."""
     return np.float32(scale) * np.float32(q - zero_point)
-
-
-# ---------------------------------------------------------------------------- reductions
-# From the exact sum of a reduction's codes to its output code (codegen.quant, "reductions").
-
-@_jitable
-def mean_output(total, offset, multiplier, shift, output_zero_point, qmin, qmax):
-    """reference_ops::QuantizedMeanOrSum's mean: MultiplyByQuantizedMultiplier(sum - zp_in * n)
-    with the multiplier already divided by n (offset = zp_in * n), + zp_out, clamped."""
-    return saturate(multiply_by_quantized_multiplier(total - offset, multiplier, shift)
-                    + output_zero_point, qmin, qmax)
-
-
-@_jitable
-def hw_mean_output(total, multiplier, shift, bias, qmin, qmax):
-    """optimized_integer_ops::Mean's scalar tail: MultiplyByQuantizedMultiplier(sum) + bias,
-    clamped (the zero points are in the bias; its vector blocks round alike where claimed)."""
-    return saturate(multiply_by_quantized_multiplier(total, multiplier, shift) + bias, qmin, qmax)
-
-
-@_jitable
-def sum_output(total, scale, bias, output_zero_point, qmin, qmax):
-    """optimized_ops::QuantizedMeanOrSum's sum: std::round(float(sum) * scale + bias) in
-    float32, cast to int32, + zp_out, clamped."""
-    v = np.float32(total) * np.float32(scale) + np.float32(bias)
-    return saturate(float_to_int32(round_half_away(v)) + output_zero_point, qmin, qmax)
-
-
-# ---------------------------------------------------------------------------- softmax
-# optimized_ops::Softmax<In, Out> (int8 -> int8, uint8 -> uint8): after the row's exps from its
-# table, one float32 inverse per row and one rounding per element (codegen.quant, "softmax").
-
-@_jitable
-def softmax_inverse(total, output_scale):
-    """1.0f / (sum_exp * params.scale), in float32."""
-    return np.float32(1.0) / (np.float32(total) * np.float32(output_scale))
-
-
-@_jitable
-def softmax_output(e, inverse, zero_point, qmin, qmax):
-    """QuantizeSoftmaxOutput<int8_t>: (int32_t)std::round(e * inverse) + zero_point, clamped."""
-    v = round_half_away(np.float32(e) * np.float32(inverse))
-    return saturate(wrap_int32(float_to_int32(v) + zero_point), qmin, qmax)
-
-
-@_jitable
-def softmax_output_uint8(e, inverse, qmin, qmax):
-    """QuantizeSoftmaxOutput<uint8_t> on x86: (int32_t)(e * inverse + 0.5f), no zero point,
-    clamped."""
-    return saturate(float_to_int32(np.float32(e) * np.float32(inverse) + np.float32(0.5)),
-                    qmin, qmax)
-
-
-_logf = types.ExternalFunction("logf", types.float32(types.float32))
-
-
-@_jitable
-def log_softmax_offset(total, largest, input_scale, output_scale):
-    """optimized_ops::LogSoftmax's `precomputed`: (S_in * max + std::log(sum_exp)) / S_out in
-    float32, with glibc's logf (kernels only: numpy's log differs in the last bit)."""
-    return ((np.float32(input_scale) * np.float32(largest) + _logf(np.float32(total)))
-            / np.float32(output_scale))
-
-
-@_jitable
-def log_softmax_output(q, offset, scale, zero_point, qmin, qmax):
-    """optimized_ops::LogSoftmax's output: std::rint(scale * q - offset) + zero_point (ties to
-    even), clamped; scale = S_in / S_out in float32."""
-    v = np.rint(np.float32(scale) * np.float32(q) - np.float32(offset))
-    return saturate(float_to_int32(v) + zero_point, qmin, qmax)
-
-
-# ---------------------------------------------------------------------------- L2 normalization
-# int8: reference_integer_ops::L2Normalization; uint8: optimized_ops::L2Normalization<uint8_t>.
-# Per row, the exact sum of (q - zp)**2 and its GetInvSqrtQuantizedMultiplierExp; per element,
-# the code rescaled by it to the output's fixed 1/128 scale.
-
-@_jitable
-def centred_square(q, zero_point):
-    """(q - zp)**2, the terms of a row's squared L2 norm (exact in int32 for 8-bit codes)."""
-    return (q - zero_point) * (q - zero_point)
-
-
-@_jitable
-def inv_sqrt_multiplier(total):
-    """The multiplier of inv_sqrt_quantized_multiplier_exp(total), once per row."""
-    return inv_sqrt_quantized_multiplier_exp(total)[0]
-
-
-@_jitable
-def inv_sqrt_shift(total):
-    """The shift of inv_sqrt_quantized_multiplier_exp(total), once per row."""
-    return inv_sqrt_quantized_multiplier_exp(total)[1]
-
-
-@_jitable
-def l2_norm_output(q, multiplier, shift, zero_point):
-    """int8: MultiplyByQuantizedMultiplier(q - zp, multiplier, shift + 7), clamped to int8."""
-    return saturate(multiply_by_quantized_multiplier(q - zero_point, multiplier, shift + 7),
-                    -128, 127)
-
-
-@_jitable
-def l2_norm_output_uint8(q, multiplier, shift, zero_point):
-    """uint8: 128 + MultiplyByQuantizedMultiplierSmallerThanOneExp(128 * (q - zp), multiplier,
-    shift), clamped to uint8."""
-    return saturate(128 + multiply_by_quantized_multiplier_smaller_than_one(
-        128 * (q - zero_point), multiplier, shift), 0, 255)

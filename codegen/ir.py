@@ -26,7 +26,7 @@ class Value:
     shape: tuple[int, ...]
     literal: float | int | None = None  # a one-element constant, emitted as a literal
     dtype: str = "float32"            # one of DTYPES
-    quant: object = None              # codegen.quant.QParams of an int8/uint8 tensor
+    quant: object = None              # codegen.qparams.QParams of an int8/uint8 tensor
 
     @property
     def quantized(self) -> bool:

@@ -1,6 +1,6 @@
 """Quantized nodes to kernel ops: tables and fixed-point calls, exactly as LiteRT computes them.
 
-codegen.quant knows what each int8/uint8 builtin kernel computes. Here each quantized op of a
+codegen.quant_* know what each int8/uint8 builtin kernel computes. Here each quantized op of a
 partition's IR becomes one of two kernel ops (codegen.ops.KERNEL_OPS):
 - LUT, a 256-entry table indexed by the int8/uint8 operand: every unary op (DEQUANTIZE and
   int -> int QUANTIZE included) and a binary op whose other operand is one constant value. A
@@ -19,8 +19,8 @@ SOFTMAX and LOG_SOFTMAX the row's largest code, the exps from a table at its off
 their ordered float sum and QCALLs per row and per element; L2_NORMALIZATION the sum of centred
 squares and QCALLs per row and per element.
 Several of LiteRT's x86 kernels round their vector blocks and their scalar tail differently
-(see codegen/quant.py). A kernel here computes one path per op: the one LiteRT takes for every
-element at these shapes, or any path when all agree for these parameters; otherwise the op
+(see codegen/quant_paths.py). A kernel here computes one path per op: the one LiteRT takes for
+every element at these shapes, or any path when all agree for these parameters; otherwise the op
 cannot be built (IRError), and the delegate leaves its partition to LiteRT with that reason.
 Float ops pass through unchanged.
 """
@@ -31,9 +31,19 @@ from dataclasses import replace
 
 import numpy as np
 
-from . import quant
+from .qparams import NUMPY_DTYPES
 from .ir import IRError, KernelIR, Op, Value, reduced_shape
 from .ops import KERNEL_OPS
+from .quant_parts import binary_parts
+from .quant_paths import (ELEMENTWISE_BLOCK, REFERENCE, binary_paths, chain_regions, compose,
+                          unary_block)
+from .quant_prepare import prepare_binary
+from .quant_reference import (binary_call, binary_scalar_table, run_qcall, unary_call,
+                              unary_lookup)
+from .quant_rows import (l2_norm_output, log_softmax_output, reduction_output,
+                         reduction_unsupported, row_op_unsupported, softmax_output,
+                         softmax_table)
+from .quant_support import quant_unsupported
 
 
 def lower(ir: KernelIR) -> KernelIR:
@@ -82,8 +92,8 @@ def _lower(ir: KernelIR, op: Op) -> list[Op]:
     params = dict(op.params)
     source = (("source", ((op.node, op.op),)),)
     if op.op == "QUANTIZE" and not operands[0].quantized:
-        path = _one_path(op, quant.unary_block("QUANTIZE", "float32", out.dtype), out)
-        call, args = quant.unary_call("QUANTIZE", None, out.quant, path)
+        path = _one_path(op, unary_block("QUANTIZE", "float32", out.dtype), out)
+        call, args = unary_call("QUANTIZE", None, out.quant, path)
         return [Op(op.node, "QCALL", op.inputs, op.output,
                    (("call", call), ("args", args), *source))]
     if op.reduction:
@@ -93,9 +103,9 @@ def _lower(ir: KernelIR, op: Op) -> list[Op]:
     if op.op == "L2_NORMALIZATION":
         return _l2_normalization(ir, op, operands[0], out)
     if len(operands) == 1:
-        lookup = quant.unary_lookup(op.op, operands[0].quant,
-                                    out.quant if out.quantized else None, params)
-        regions = quant.chain_regions([lookup], math.prod(out.shape))
+        lookup = unary_lookup(op.op, operands[0].quant,
+                              out.quant if out.quantized else None, params)
+        regions = chain_regions([lookup], math.prod(out.shape))
         if len(regions) > 1:
             raise IRError(f"node {op.node} ({op.op}): LiteRT rounds its vector blocks and its "
                           f"last {math.prod(out.shape) % lookup.block} elements differently")
@@ -104,16 +114,15 @@ def _lower(ir: KernelIR, op: Op) -> list[Op]:
     constant = [i for i, v in enumerate(operands) if v.literal is not None]
     if constant:
         scalar = constant[0]
-        table = quant.binary_scalar_table(op.op, operands[0].quant, operands[1].quant, out.quant,
-                                          int(operands[scalar].literal), scalar, params, path)
+        table = binary_scalar_table(op.op, operands[0].quant, operands[1].quant, out.quant,
+                                    int(operands[scalar].literal), scalar, params, path)
         return [_table(op, op.inputs[1 - scalar], table, source)]
-    prepared = quant.prepare_binary(op.op, operands[0].quant, operands[1].quant, out.quant,
-                                    params)
+    prepared = prepare_binary(op.op, operands[0].quant, operands[1].quant, out.quant, params)
     once = [i for i, v in enumerate(operands) if math.prod(v.shape) < math.prod(out.shape)]
-    parts = quant.binary_parts(op.op, prepared, out.dtype, path, once[0] if once else None)
+    parts = binary_parts(op.op, prepared, out.dtype, path, once[0] if once else None)
     if parts is not None:
         return _rescaled_apart(ir, op, parts, source)
-    call, args = quant.binary_call(op.op, prepared, out.dtype, path)
+    call, args = binary_call(op.op, prepared, out.dtype, path)
     return [Op(op.node, "QCALL", op.inputs, op.output, (("call", call), ("args", args), *source))]
 
 
@@ -123,7 +132,7 @@ def _reduction(ir: KernelIR, op: Op, x: Value, out: Value) -> list[Op]:
     computes the node (its source): it costs what the node costs."""
     params = dict(op.params)
     where = (op.op, x.quant, out.quant, x.shape, params["axes"], params["keep_dims"])
-    reason = quant.reduction_unsupported(*where)
+    reason = reduction_unsupported(*where)
     if reason:
         raise IRError(f"node {op.node} ({op.op}): {reason}")
     kept = tuple((key, value) for key, value in op.params if key in ("axes", "keep_dims"))
@@ -131,7 +140,7 @@ def _reduction(ir: KernelIR, op: Op, x: Value, out: Value) -> list[Op]:
     if op.op in ("REDUCE_MAX", "REDUCE_MIN"):
         kind, init = ("QMAX", x.quant.qmin) if op.op == "REDUCE_MAX" else ("QMIN", x.quant.qmax)
         return [Op(op.node, kind, op.inputs, op.output, (*kept, ("init", init), source))]
-    call, args = quant.reduction_output(*where)
+    call, args = reduction_output(*where)
     (total,) = _own(ir, op, 1)
     return [Op(op.node, "QSUM", op.inputs, total, (*kept, source, _made("sum", "int32"))),
             Op(op.node, "QCALL", (total,), op.output,
@@ -139,19 +148,19 @@ def _reduction(ir: KernelIR, op: Op, x: Value, out: Value) -> list[Op]:
 
 
 def _softmax(ir: KernelIR, op: Op, x: Value, out: Value) -> list[Op]:
-    """An int8/uint8 SOFTMAX or LOG_SOFTMAX as optimized_ops computes it (codegen.quant,
+    """An int8/uint8 SOFTMAX or LOG_SOFTMAX as optimized_ops computes it (codegen.quant_rows,
     "softmax"): each row's largest code (QMAX), the exps from a table at the row's offset
     (ROW_LUT), their sum in order (SUM, float32); then SOFTMAX's inverse of each row's sum and
     the rounding of each exp times it, or LOG_SOFTMAX's offset of each row (its max and log
     sum) and the rounding of each code's scaled value less it."""
     params = dict(op.params)
     beta = params.get("beta", 1.0)
-    reason = quant.row_op_unsupported(op.op, x.quant, out.quant, x.shape[-1], beta)
+    reason = row_op_unsupported(op.op, x.quant, out.quant, x.shape[-1], beta)
     if reason:
         raise IRError(f"node {op.node} ({op.op}): {reason}")
     largest, exps, total, per_row = _own(ir, op, 4)
     row = (("axes", (len(x.shape) - 1,)), ("keep_dims", True))
-    table = tuple(quant.softmax_table(x.quant, beta).tolist())
+    table = tuple(softmax_table(x.quant, beta).tolist())
     ops = [Op(op.node, "QMAX", op.inputs, largest,
               (*row, ("init", x.quant.qmin), ("source", ((op.node, op.op),)),
                _made("max", "int32"))),
@@ -159,13 +168,13 @@ def _softmax(ir: KernelIR, op: Op, x: Value, out: Value) -> list[Op]:
               (("table", table), ("source", ()), _made("exp", "float32"))),
            Op(op.node, "SUM", (exps,), total, (*row, ("source", ()), _made("sum", "float32")))]
     if op.op == "SOFTMAX":
-        call, args = quant.softmax_output(out.quant)
+        call, args = softmax_output(out.quant)
         return [*ops, Op(op.node, "QCALL", (total,), per_row,
                          (("call", "softmax_inverse"), ("args", (out.quant.scale,)),
                           ("source", ()), _made("per_row", "float32"))),
                 Op(op.node, "QCALL", (exps, per_row), op.output,
                    (("call", call), ("args", args), ("source", ())))]
-    call, args = quant.log_softmax_output(x.quant, out.quant)
+    call, args = log_softmax_output(x.quant, out.quant)
     return [*ops, Op(op.node, "QCALL", (total, largest), per_row,
                      (("call", "log_softmax_offset"),
                       ("args", (x.quant.scale, out.quant.scale)), ("source", ()),
@@ -175,10 +184,10 @@ def _softmax(ir: KernelIR, op: Op, x: Value, out: Value) -> list[Op]:
 
 
 def _l2_normalization(ir: KernelIR, op: Op, x: Value, out: Value) -> list[Op]:
-    """An int8/uint8 L2_NORMALIZATION (codegen.quant): each row's exact sum of centred squares
+    """An int8/uint8 L2_NORMALIZATION (codegen.quant_rows): each row's exact sum of centred squares
     (QSUM), the inverse square root's multiplier and shift of it per row, and each code
     rescaled by them."""
-    reason = quant.row_op_unsupported(op.op, x.quant, out.quant, x.shape[-1])
+    reason = row_op_unsupported(op.op, x.quant, out.quant, x.shape[-1])
     if reason:
         raise IRError(f"node {op.node} ({op.op}): {reason}")
     squares, total, multiplier, shift = _own(ir, op, 4)
@@ -195,7 +204,7 @@ def _l2_normalization(ir: KernelIR, op: Op, x: Value, out: Value) -> list[Op]:
                (("call", "inv_sqrt_shift"), ("args", ()), ("source", ()),
                 _made("shift", "int32"))),
             Op(op.node, "QCALL", (x.tensor, multiplier, shift), op.output,
-               (("call", quant.l2_norm_output(x.quant)), *zero, ("source", ())))]
+               (("call", l2_norm_output(x.quant)), *zero, ("source", ())))]
 
 
 def _rescaled_apart(ir: KernelIR, op: Op, parts: tuple, source: tuple) -> list[Op]:
@@ -224,19 +233,19 @@ def _one_path(op: Op, block: int, out: Value) -> int:
     if block and n % block and n > block:
         raise IRError(f"node {op.node} ({op.op}): LiteRT rounds its vector blocks of {block} "
                       f"and its last {n % block} elements differently")
-    return quant.ELEMENTWISE_BLOCK if block and n >= block else quant.REFERENCE
+    return ELEMENTWISE_BLOCK if block and n >= block else REFERENCE
 
 
 def _binary_path(ir: KernelIR, op: Op, operands: list[Value], out: Value, params: dict) -> int:
-    paths = set(np.unique(quant.binary_paths(op.op, out.dtype, operands[0].shape,
-                                             operands[1].shape)).tolist())
+    paths = set(np.unique(binary_paths(op.op, out.dtype, operands[0].shape,
+                                       operands[1].shape)).tolist())
     if len(paths) <= 1:
-        return paths.pop() if paths else quant.REFERENCE
-    reason = quant.quant_unsupported(op.op, [v.dtype for v in (*operands, out)],
-                                     [v.quant for v in operands], out.quant, params)
+        return paths.pop() if paths else REFERENCE
+    reason = quant_unsupported(op.op, [v.dtype for v in (*operands, out)],
+                               [v.quant for v in operands], out.quant, params)
     if reason:
         raise IRError(f"node {op.node} ({op.op}): {reason}")
-    return quant.REFERENCE
+    return REFERENCE
 
 
 def _compose(ir: KernelIR, ops: list[Op]) -> list[Op]:
@@ -247,7 +256,7 @@ def _compose(ir: KernelIR, ops: list[Op]) -> list[Op]:
     for op in ops:
         if op.op == "LUT" and op.inputs[0] in pending:
             first = pending.pop(op.inputs[0])
-            table = quant.compose(_array(ir, first), _array(ir, op))
+            table = compose(_array(ir, first), _array(ir, op))
             op = Op(op.node, "LUT", first.inputs, op.output,
                     (("table", tuple(table.tolist())),
                      ("source", dict(first.params)["source"] + dict(op.params)["source"])))
@@ -279,14 +288,14 @@ def _tabulate(ir: KernelIR, ops: list[Op]) -> list[Op]:
         codes = x.quant.codes().astype(np.int64)
         operands = [codes if lut is None else _array(ir, lut)[codes - x.quant.qmin]
                     for _, lut in sources]
-        values = quant.call(params["call"], *[a.astype(np.int64) for a in operands],
-                            *params["args"])
+        values = run_qcall(params["call"], *[a.astype(np.int64) for a in operands],
+                           *params["args"])
         gone = {lut.output for _, lut in sources if lut is not None
                 and readers[lut.output] == op.inputs.count(lut.output)
                 and lut.output not in ir.outputs}
         folded |= gone
         source = sum((dict(made[t].params)["source"] for t in sorted(gone)), ()) + params["source"]
-        table = np.asarray(values).astype(quant.NUMPY_DTYPES[out.dtype])
+        table = np.asarray(values).astype(NUMPY_DTYPES[out.dtype])
         result.append(_table(op, x.tensor, table, (("source", source),)))
     return [op for op in result if op.output not in folded]
 

@@ -7,7 +7,7 @@ bit cover 256 entries. Where numba's target (codegen.target) has no VBMI, the sc
 kernel call `lookup_bytes_scalar` instead: the intrinsic would end the process in LLVM there.
 
 The table is indexed by the raw byte of the element (`byte_table` rotates an int8 table, which
-codegen.quant indexes by q + 128), so the loop never adds an offset.
+codegen.quant_reference indexes by q + 128), so the loop never adds an offset.
 """
 from __future__ import annotations
 

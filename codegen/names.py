@@ -5,9 +5,9 @@ from __future__ import annotations
 import keyword
 import re
 
-from . import fixedpoint
 from .ir import KernelIR
 from .ops import HELPER_MODULES
+from .qcall import QCALL_HELPERS
 
 
 NAME_LIMIT = 24
@@ -19,8 +19,7 @@ KERNEL_HELPERS = {**HELPER_MODULES, "aligned_copy": "codegen.native",
                   "stack_empty": "codegen.native", "stream_store": "codegen.native",
                   "stream_fence": "codegen.native", "line_aligned": "codegen.native",
                   "lookup_bytes": "codegen.lut", "lookup_bytes_scalar": "codegen.lut",
-                  **{name: "codegen.fixedpoint" for name, helper in vars(fixedpoint).items()
-                     if getattr(helper, "__module__", None) == fixedpoint.__name__}}
+                  **{name: helper.__module__ for name, helper in QCALL_HELPERS.items()}}
 
 
 RESERVED = {"np", "carray", "cfunc", "njit", "prange", "context", "node", "tensors", "range",

@@ -21,6 +21,8 @@ from typing import Callable
 
 import numpy as np
 
+from .literals import literal
+
 FLT_MAX = float(np.finfo(np.float32).max)
 
 
@@ -137,7 +139,6 @@ class OpSpec:
         """The op over its operands' expressions; `fast`: the fast loop's form (fast_expr, and
         no clamp to +-FLT_MAX); `precision`: "exact" or "fast" (approx_expr, approx_fast_expr).
         The fused activation applies the same way under both precisions."""
-        from .render import literal
         values = {name: literal(value) if isinstance(value, float) else repr(value)
                   for name, value in params.items() if name in self.params}
         expr = self.template(fast, precision).format(**dict(zip("ab", args)), **values)
@@ -323,7 +324,7 @@ class ReductionSpec(OpSpec):
 # The reductions TFLite runs as MEAN, SUM, REDUCE_MAX, REDUCE_MIN (tflite/kernels/reduce.cc,
 # optimized_ops::Reduce: `res = first; res = reducer(res, in)` in input order; MEAN divides the
 # float32 sum by the count), and the row reductions SOFTMAX and LOG_SOFTMAX are made of
-# (codegen.reduce.expand): Eigen's maxCoeff and sum, whose NaN handling is unspecified: a row
+# (codegen.composites.expand): Eigen's maxCoeff and sum, whose NaN handling is unspecified: a row
 # with a NaN is NaN throughout whatever its max.
 REDUCTIONS: dict[str, ReductionSpec] = {spec.name: spec for spec in (
     ReductionSpec("SUM", 74, 1, "", lambda a, b, p: None, init="np.float32(-0.0)",
@@ -349,7 +350,7 @@ REDUCTIONS: dict[str, ReductionSpec] = {spec.name: spec for spec in (
                   dtypes=("int8", "uint8")),
 )}
 
-# Elementwise kernel ops the composite ops are lowered to (codegen.reduce.expand): without the
+# Elementwise kernel ops the composite ops are lowered to (codegen.composites.expand): without the
 # fused activation's clamp, as Eigen computes them inside SOFTMAX, LOG_SOFTMAX and
 # L2_NORMALIZATION.
 KERNEL_OPS.update({spec.name: spec for spec in (
@@ -373,9 +374,10 @@ HELPER_MODULES: dict[str, str] = {
         "pow_tflite", "tanh_eigen", "logistic_eigen", "gelu", "magnitude", "miss_if")},
     **{name: "codegen.mathf32" for name in (
         "exp_f32", "log_f32", "sin_f32", "cos_f32", "sin_near_f32", "cos_near_f32", "far_angle",
-        "sqrt_f32", "exp_fast_f32", "log_fast_f32", "sin_fast_f32", "cos_fast_f32",
-        "tanh_fast_f32", "logistic_fast_f32", "elu_fast_f32", "gelu_fast_f32", "swish_fast_f32",
-        "mish_fast_f32")},
+        "sqrt_f32")},
+    **{name: "codegen.mathf32_fast" for name in (
+        "exp_fast_f32", "log_fast_f32", "sin_fast_f32", "cos_fast_f32", "tanh_fast_f32",
+        "logistic_fast_f32", "elu_fast_f32", "gelu_fast_f32", "swish_fast_f32", "mish_fast_f32")},
     **{name: "codegen.reduce" for name in ("add_reassoc", "max_reassoc", "max_eps",
                                             "scaled_exp")},
 }

@@ -19,9 +19,9 @@ import numpy as np
 from . import islands
 from .chains import approximate_chains
 from .compile import CompileError, KernelCache
+from .composites import expand
 from .ir import IRError, KernelIR
 from .lower import lower
-from .reduce import expand
 from .render import TensorTableLayout, render_kernel
 from .schedule import Schedule, plan
 from .target import Target, numba_target

@@ -23,6 +23,7 @@ from .emit import (NestNames, allocations, elementwise_nest, nest_names, op_titl
 from .emit_rows import rows_nest
 from .fastpath import FastPath
 from .ir import KernelIR, Value, verify
+from .literals import float32_text
 from .lut import byte_table
 from .names import KERNEL_HELPERS, identifiers
 from .native import POINTERS
@@ -38,28 +39,6 @@ class TensorTableLayout:
     context_tensors_offset: int
     tensor_size: int
     tensor_data_offset: int
-
-
-def literal(value: float) -> str:
-    """A float32 literal: a bare Python float would make numba compute in float64."""
-    text = float32_text(value)
-    return text if text.lstrip("-").isupper() else f"np.float32({text})"
-
-
-def float32_text(value: float) -> str:
-    """The shortest text of a float32 value that reads back as it (NAN, INF and FLT_MAX by
-    name, the module constants)."""
-    value = np.float32(value)
-    if np.isnan(value):
-        return "NAN"
-    if np.isinf(value):
-        return "INF" if value > 0 else "-INF"
-    if abs(value) == np.finfo(np.float32).max:
-        return "FLT_MAX" if value > 0 else "-FLT_MAX"
-    text = np.format_float_positional(value, unique=True, trim="0")
-    if len(text) > 12:
-        text = np.format_float_scientific(value, unique=True, trim="0")
-    return text
 
 
 #: Params the header leaves out of an op's line: a LUT's table, the nodes it computes (in its

@@ -63,7 +63,7 @@ from .ir import IRError, KernelIR, Op, reduced_shape
 from .nests import (ElementwiseNest, LoopNest, Nest, RowBlockNest, RowsNest, Schedule, TableNest,
                     UnrolledRowsNest, collapse)
 from .ops import TRANSCENDENTAL, TRANSCENDENTAL_COST
-from .reduce import padding_of
+from .padding import padding_of
 from .target import Target
 
 #: Innermost loops shorter than this are made longer, by row tiles of about ROW_TILE elements
@@ -358,8 +358,9 @@ def _rows_nest(ir: KernelIR, phases: dict[int, int], target: Target) -> RowsNest
 def _padded_stages(stages: tuple[tuple[Op, ...], ...],
                    memory: set[int]) -> tuple[tuple[int, ...], dict[int, str]]:
     """The stages of a rows nest that may run over whole vectors past the row's end, and the
-    value each row buffer they read is filled with there (codegen.reduce.padding_of): else a
-    row that ends mid-vector ends in scalar iterations. Such a stage reads and writes no array in memory (it
+    value each row buffer they read is filled with there (codegen.padding.padding_of): else a
+    row that ends mid-vector ends in scalar iterations. Such a stage reads and writes no array
+    in memory (it
     ends with its row), reads row buffers that stages not running past the row write (their
     padding stays as filled), and has no fused activation or guard (the fast loop would
     check what it makes of the padding)."""

@@ -11,20 +11,21 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from codegen import quant
+from codegen.composites import COMPOSITES
 from codegen.ir import DTYPES, MAX_RANK, IRError, broadcast_shapes, reduced_shape
 from codegen.ops import ACTIVATIONS, OPS_BY_CODE, REDUCTIONS
-from codegen.reduce import COMPOSITES
+from codegen.qparams import DTYPE_RANGES, QParams
+from codegen.quant_ops import BINARY_OPS, CONVERSIONS, ELEMENTWISE_OPS, QUANT_OPS
+from codegen.quant_rows import ROW_OP_OUTPUTS, reduction_unsupported, row_op_unsupported
+from codegen.quant_support import quant_unsupported
 
 from . import abi
 from .context import Context, NodeInfo, TensorInfo
 from .model import OP_NAMES
 
-#: Ops fused only with int8/uint8 tensors: codegen.quant has their semantics.
-QUANTIZED_ONLY = ("QUANTIZE", "DEQUANTIZE")
 #: Ops whose params live in a TfLite*Params struct at node->builtin_data (besides activations).
 PARAMS_STRUCTS = {"LEAKY_RELU": abi.TfLiteLeakyReluParams, "GELU": abi.TfLiteGeluParams}
-#: Reductions (codegen.ops.REDUCTIONS) and the composite row ops (codegen.reduce), by code.
+#: Reductions (codegen.ops.REDUCTIONS) and the composite row ops (codegen.composites), by code.
 REDUCTION_CODES = {spec.code: name for name, spec in REDUCTIONS.items() if spec.code >= 0}
 COMPOSITE_CODES = {code: name for name, code in COMPOSITES.items()}
 REDUCTION_PARAMS = {"SOFTMAX": abi.TfLiteSoftmaxParams, "L2_NORMALIZATION": abi.TfLiteL2NormParams,
@@ -35,7 +36,8 @@ class NotClaimed(str):
     """Why a node or partition is left to LiteRT: a fixed phrase and the values it names. It
     is the text `inspect` prints ("dtype int8 not supported"), so reports and tests read it as
     text, and `phrase` ("dtype {} not supported") groups the nodes refused for the same reason
-    whatever their values. A reason made elsewhere (codegen.quant) is its own phrase."""
+    whatever their values. A reason made in codegen (quant_support, quant_rows) is its own
+    phrase."""
     phrase: str
     values: tuple
 
@@ -66,7 +68,7 @@ def unsupported_reason(context: Context, node: NodeInfo) -> NotClaimed | None:
     tensors = [context.tensor(t) for t in node.inputs + node.outputs if t >= 0]
     if node.builtin_code in REDUCTION_CODES or node.builtin_code in COMPOSITE_CODES:
         return reduction_reason(context, node, tensors)
-    if op_name(node) in QUANTIZED_ONLY or any(t.type_name.lower() in quant.DTYPE_RANGES
+    if op_name(node) in CONVERSIONS or any(t.type_name.lower() in DTYPE_RANGES
                                               for t in tensors):
         return quantized_reason(node, tensors)
     spec = OPS_BY_CODE.get(node.builtin_code)
@@ -94,7 +96,7 @@ def unsupported_reason(context: Context, node: NodeInfo) -> NotClaimed | None:
 def reduction_reason(context: Context, node: NodeInfo,
                      tensors: list[TensorInfo]) -> NotClaimed | None:
     """None if the reduction or row op is reproduced: float32, or int8/uint8 bit for bit
-    (codegen.quant: MEAN, SUM, REDUCE_MAX, REDUCE_MIN, SOFTMAX, LOG_SOFTMAX,
+    (codegen.quant_rows: MEAN, SUM, REDUCE_MAX, REDUCE_MIN, SOFTMAX, LOG_SOFTMAX,
     L2_NORMALIZATION); a constant axis tensor (MEAN, SUM, REDUCE_MAX, REDUCE_MIN), an output
     of the shape it implies, no fused activation."""
     name = op_name(node)
@@ -102,7 +104,7 @@ def reduction_reason(context: Context, node: NodeInfo,
     if len(node.inputs) != arity or len(node.outputs) != 1 or any(t < 0 for t in node.inputs):
         return arity_reason(node, arity)
     x, out = tensors[0], tensors[-1]
-    reason = operands_reason(name, [x, out], ("float32", *quant.REDUCTION_DTYPES.get(name, ())))
+    reason = operands_reason(name, [x, out], ("float32", *QUANT_OPS[name].dtypes))
     if reason:
         return reason
     if x.type_name != out.type_name:
@@ -134,13 +136,12 @@ def reduction_reason(context: Context, node: NodeInfo,
                           list(x.shape), list(expected))
     if qparams(x) is None:
         return None
-    if name in quant.ROW_OP_OUTPUTS:
+    if name in ROW_OP_OUTPUTS:
         beta = abi.TfLiteSoftmaxParams.from_address(node.builtin_data).beta \
             if name == "SOFTMAX" else 1.0
-        return quantized(quant.row_op_unsupported(name, qparams(x), qparams(out), x.shape[-1],
-                                                  beta))
-    return quantized(quant.reduction_unsupported(name, qparams(x), qparams(out), x.shape, axes,
-                                                 bool(keep_dims)))
+        return quantized(row_op_unsupported(name, qparams(x), qparams(out), x.shape[-1], beta))
+    return quantized(reduction_unsupported(name, qparams(x), qparams(out), x.shape, axes,
+                                           bool(keep_dims)))
 
 
 def arity_reason(node: NodeInfo, arity: int) -> NotClaimed:
@@ -149,7 +150,7 @@ def arity_reason(node: NodeInfo, arity: int) -> NotClaimed:
 
 
 def quantized(reason: str | None) -> NotClaimed | None:
-    """codegen.quant's reason an int8/uint8 node is not reproduced, if it is not."""
+    """codegen's reason (quant_support, quant_rows) an int8/uint8 node is not reproduced."""
     return None if reason is None else NotClaimed(reason)
 
 
@@ -189,9 +190,9 @@ def operands_reason(op: str, tensors: list[TensorInfo],
 def quantized_reason(node: NodeInfo, tensors: list[TensorInfo]) -> NotClaimed | None:
     """None if the int8/uint8 node (or QUANTIZE / DEQUANTIZE) is reproduced exactly."""
     name = op_name(node)
-    if name not in quant.SUPPORTED_DTYPES:
+    if name not in ELEMENTWISE_OPS:
         return NotClaimed("op {} not supported", name)
-    arity = 2 if name in quant.BINARY_OPS else 1
+    arity = 2 if name in BINARY_OPS else 1
     if len(node.inputs) != arity or len(node.outputs) != 1 or any(t < 0 for t in node.inputs):
         return arity_reason(node, arity)
     reason = operands_reason(name, tensors, DTYPES)
@@ -201,17 +202,17 @@ def quantized_reason(node: NodeInfo, tensors: list[TensorInfo]) -> NotClaimed | 
         return NotClaimed("builtin params missing")
     # Position-aware: the kernel computes LiteRT's one path at the partition's shapes, or
     # cannot be built there (codegen.lower), and the partition is then not claimed.
-    return quantized(quant.quant_unsupported(
+    return quantized(quant_unsupported(
         name, [t.type_name.lower() for t in tensors], [qparams(t) for t in tensors[:-1]],
         qparams(tensors[-1]), dict(fused_node(node).params), position_aware=True))
 
 
-def qparams(tensor: TensorInfo) -> quant.QParams | None:
+def qparams(tensor: TensorInfo) -> QParams | None:
     """The tensor's per-tensor quantization, None for float32."""
     dtype = tensor.type_name.lower()
-    if dtype not in quant.DTYPE_RANGES:
+    if dtype not in DTYPE_RANGES:
         return None
-    return quant.QParams(tensor.scale, tensor.zero_point, dtype)
+    return QParams(tensor.scale, tensor.zero_point, dtype)
 
 
 def fused_node(node: NodeInfo) -> FusedNode:

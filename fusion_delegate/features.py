@@ -10,19 +10,20 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from enum import Enum
-from typing import Collection, Sequence
+from typing import Sequence
 
 from codegen.ir import KernelIR
 from codegen.ops import OPS, REDUCTIONS
 from codegen.pipeline import Built
-from codegen.reduce import COMPOSITES
+from codegen.composites import COMPOSITES
+from codegen.quant_ops import CONVERSIONS, XNNPACK_INT8
 
 from .claims import op_name, qparams
 from .context import Context, Partition
 
 #: Ops XNNPACK runs element by element, in place where it can: cutting its partition next to
 #: one costs more than next to others (convolutions, matmuls).
-ELEMENTWISE = frozenset(OPS) | {"QUANTIZE", "DEQUANTIZE"}
+ELEMENTWISE = frozenset(OPS) | CONVERSIONS
 
 
 @dataclass(frozen=True)
@@ -77,17 +78,17 @@ def partition_features(built: Built, partition: Partition,
                              cut_around(partition, plan), builtin_input(partition, plan))
 
 
-def plan_nodes(context: Context, xnnpack_quantized: Collection[str]) -> dict[int, PlanNode]:
+def plan_nodes(context: Context) -> dict[int, PlanNode]:
     """Each node of the plan that reads a tensor computed at run time (a DEQUANTIZE of float16
-    weights does not: XNNPACK folds it into the weights once). `xnnpack_quantized`: the int8
-    elementwise ops XNNPACK runs; LiteRT's builtin kernels run the others."""
+    weights does not: XNNPACK folds it into the weights once). An int8 elementwise op XNNPACK
+    does not run (quant_ops.XNNPACK_INT8) is LiteRT's builtin kernel's, on one thread."""
     nodes = {}
     for position, index in enumerate(context.execution_plan()):
         node = context.node(index)
         inputs = {t for t in node.inputs if t >= 0 and not context.tensor(t).is_constant}
         if inputs:
             name = op_name(node)
-            builtin = (name in ELEMENTWISE and name not in xnnpack_quantized and any(
+            builtin = (name in ELEMENTWISE and name not in XNNPACK_INT8 and any(
                 qparams(context.tensor(t)) is not None for t in node.outputs))
             nodes[index] = PlanNode(inputs, set(node.outputs), name in ELEMENTWISE, position,
                                     builtin)

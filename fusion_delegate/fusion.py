@@ -17,6 +17,7 @@ import time
 from dataclasses import dataclass, replace
 
 from codegen.compile import DEFAULT_DIR, CompileError, Kernel, KernelCache, max_parallel_threads
+from codegen.composites import COMPOSITES
 from codegen.ir import KernelIR, Op, Value, broadcast_shapes, reduced_shape
 from codegen.ops import REDUCTIONS
 from codegen.pipeline import Built, NotBuildable, build
@@ -48,11 +49,6 @@ _CACHES: dict[str, KernelCache] = {}
 HUGE_PAGE = 2 << 20
 MADV_HUGEPAGE, MADV_COLLAPSE = 14, 25          # Linux; COLLAPSE (6.1+) makes them now
 _ENTRY = ctypes.CFUNCTYPE(ctypes.c_int32, ctypes.c_int64, ctypes.c_int64)
-#: The int8/uint8 elementwise ops XNNPACK runs (read from LiteRT's execution plan once XNNPACK
-#: is applied: tests/test_worth.py); LiteRT runs the other quantized ones on its builtin
-#: kernels, on the interpreter's thread alone.
-XNNPACK_QUANTIZED = frozenset({"ADD", "SUB", "MUL", "LOGISTIC", "TANH", "LEAKY_RELU", "ELU",
-                               "QUANTIZE", "DEQUANTIZE"})
 
 
 def advise_huge_pages(address: int, nbytes: int) -> None:
@@ -145,7 +141,7 @@ class FusionDelegate(SimpleDelegate):
         are chosen too, and the shapes have not changed."""
         start = time.perf_counter()
         graph, refused = self.graph, {}
-        plan = plan_nodes(context, XNNPACK_QUANTIZED)
+        plan = plan_nodes(context)
         for number, partition in enumerate(largest_first(partitions)):
             candidate = self.build_candidate(context, partition, number)
             if isinstance(candidate, NotClaimed):

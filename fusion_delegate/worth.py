@@ -48,8 +48,8 @@ import math
 from dataclasses import dataclass
 from pathlib import Path
 
-from codegen import quant
 from codegen.ops import OPS, TRANSCENDENTAL
+from codegen.quant_ops import CONVERSIONS, ELEMENTWISE_OPS, QUANT_OPS
 
 from .errors import FusionDelegateError
 from .features import Cut, PartitionFeatures
@@ -59,21 +59,17 @@ log = logging.getLogger("fusion_delegate")
 DEFAULT_PATH = Path(__file__).with_name("cost_model.json")
 #: int8 ops have costs of their own, `OP/int8` (features.cost_keys): LiteRT runs many of them on
 #: its builtin kernels, and a fused chain of unary ones is one table lookup.
-QUANTIZED_OPS = tuple(f"{name}/int8" for name, dtypes in quant.SUPPORTED_DTYPES.items()
-                      if "int8" in dtypes and name not in ("QUANTIZE", "DEQUANTIZE"))
+QUANTIZED_OPS = tuple(f"{name}/int8" for name, spec in QUANT_OPS.items()
+                      if name in ELEMENTWISE_OPS - CONVERSIONS and "int8" in spec.dtypes)
 #: precision="fast" ops have costs of their own, `OP/fast`: LiteRT's are the same, ours lower.
 APPROXIMATED_OPS = tuple(f"{name}/fast" for name, spec in OPS.items() if spec.approximated)
 FORMAT = 5
 #: Reductions and row ops the cost model has not measured (perf/calibrate.py times elementwise
 #: chains, and SOFTMAX): each costs, on both sides, the elementwise ops it amounts to per input
-#: element.
-PROXIES = {"MEAN": ("ADD",), "SUM": ("ADD",), "REDUCE_MAX": ("MAXIMUM",),
-           "REDUCE_MIN": ("MINIMUM",), "SOFTMAX": ("MAXIMUM", "SUB", "EXP", "ADD", "MUL"),
-           "LOG_SOFTMAX": ("MAXIMUM", "SUB", "EXP", "ADD", "SUB"),
-           "L2_NORMALIZATION": ("SQUARE", "ADD", "DIV")}
-#: ... and the int8 reductions and row ops (codegen.quant.REDUCTION_DTYPES), their int8 ops'.
-PROXIES.update({f"{name}/int8": tuple(f"{op}/int8" for op in PROXIES[name])
-                for name in quant.REDUCTION_DTYPES})
+#: element (codegen.quant_ops: QuantOpSpec.proxies), in float and, as `OP/int8`, in int8.
+PROXIES = {**{name: spec.proxies for name, spec in QUANT_OPS.items() if spec.proxies},
+           **{f"{name}/int8": tuple(f"{op}/int8" for op in spec.proxies)
+              for name, spec in QUANT_OPS.items() if spec.proxies}}
 
 
 class CostModelError(FusionDelegateError, ValueError):

@@ -69,10 +69,10 @@ import numpy as np  # noqa: E402
 from ai_edge_litert.interpreter import Interpreter  # noqa: E402
 
 from codegen.ops import OPS  # noqa: E402
+from codegen.quant_ops import XNNPACK_INT8  # noqa: E402
 from fusion_delegate import FusionDelegate  # noqa: E402
 from fusion_delegate.features import (  # noqa: E402
     CostKey, NestTraffic, PartitionFeatures, broadcast_run)
-from fusion_delegate.fusion import XNNPACK_QUANTIZED  # noqa: E402
 from fusion_delegate.model import ModelBuilder, Quantization, read_model  # noqa: E402
 from fusion_delegate.worth import (  # noqa: E402
     APPROXIMATED_OPS, DEFAULT_PATH, FORMAT, QUANTIZED_OPS, CostModel)
@@ -111,7 +111,7 @@ ALL_OPS = [*OPS, *QUANTIZED_OPS, *APPROXIMATED_OPS, *ROW_OPS]
 #: int8 unary ops XNNPACK runs as tables: it folds a chain of them into one (five LOGISTICs
 #: cost what one does), so their chains alternate with SEPARATOR's op, whose own cost comes off.
 SEPARATOR = "ADD/int8"
-SEPARATED = tuple(f"{name}/int8" for name in sorted(XNNPACK_QUANTIZED)
+SEPARATED = tuple(f"{name}/int8" for name in sorted(XNNPACK_INT8)
                   if name in OPS and OPS[name].arity == 1)
 
 Key = tuple  # ("litert" | "fused", op, k, n), or EMPTY

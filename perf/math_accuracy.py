@@ -9,9 +9,9 @@ exact: the functions the exact precision uses, against float64 references and nu
 
 For every function: max ulp error (and the input where it occurs) and mean ulp error against
 a float64 reference (glibc's double functions, through numba), the max ulp error again with
-mathf32._mul_add compiled unfused (a mul and an add: what a CPU without FMA computes) and
-with the calling loop compiled with fastmath={"contract"} (FMA wherever LLVM can), and
-ns/element on 1M float32 elements (1 thread, median of repeated runs), _mul_add fused and
+mathf32_intrinsics.mul_add compiled unfused (a mul and an add: what a CPU without FMA computes)
+and with the calling loop compiled with fastmath={"contract"} (FMA wherever LLVM can), and
+ns/element on 1M float32 elements (1 thread, median of repeated runs), mul_add fused and
 unfused, next to the same loop calling numba's np.<fn>, math.erf or np.power on float32
 (libm). Inputs: a log-uniform sample over all float32 plus a uniform sample of the active
 range; --exhaustive takes every float32 bit pattern instead (unary functions; pow stays
@@ -46,6 +46,8 @@ import numpy as np
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
 from codegen import mathf32 as M  # noqa: E402
+from codegen import mathf32_fast as MF  # noqa: E402
+from codegen import mathf32_intrinsics as MI  # noqa: E402
 from codegen import scalar as S  # noqa: E402
 from codegen.ops import APPROX_CHAINS, OPS, Tolerance  # noqa: E402
 
@@ -55,6 +57,11 @@ THROUGHPUT_N = 1_000_000
 REPEATS = 15
 CHUNK = 1 << 25                     # --exhaustive: bit patterns per chunk
 OUT = pathlib.Path(__file__).with_suffix(".md")
+
+
+def math_function(name: str):
+    """The function `name` of codegen.mathf32 or, for precision="fast", codegen.mathf32_fast."""
+    return getattr(MF, name, None) or getattr(M, name)
 
 
 def _exp64(x):
@@ -128,7 +135,7 @@ def unary_loop(fn, fastmath=False, to_float64=False, fused=True):
         def loop(x, out):
             for i in range(x.size):
                 out[i] = kernel(x[i])
-    return loop if fused else M.compile_unfused(loop, 2)
+    return loop if fused else MI.compile_unfused(loop, 2)
 
 
 def binary_loop(fn, fastmath=False, to_float64=False, fused=True):
@@ -143,7 +150,7 @@ def binary_loop(fn, fastmath=False, to_float64=False, fused=True):
         def loop(x, y, out):
             for i in range(x.size):
                 out[i] = kernel(x[i], y[i])
-    return loop if fused else M.compile_unfused(loop, 3)
+    return loop if fused else MI.compile_unfused(loop, 3)
 
 
 def _pow64(x, y):
@@ -211,10 +218,10 @@ def pow_inputs():
 
 
 def accuracy(name, exhaustive):
-    """Stats with default flags, with _mul_add unfused, and with the caller compiled with
+    """Stats with default flags, with mul_add unfused, and with the caller compiled with
     contract."""
     stats = {"plain": Stats(), "unfused": Stats(), "contract": Stats()}
-    fn = getattr(M, name)
+    fn = math_function(name)
     if name == "pow_f32":
         loops = {"plain": binary_loop(fn), "unfused": binary_loop(fn, fused=False),
                  "contract": binary_loop(fn, fastmath={"contract"})}
@@ -248,7 +255,7 @@ def ns_per_element(loop, *args):
 
 
 def throughput(name):
-    """(ns/element mathf32, the same with _mul_add unfused, ns/element numba libm) on
+    """(ns/element mathf32, the same with mul_add unfused, ns/element numba libm) on
     THROUGHPUT_N typical inputs."""
     rng = np.random.default_rng(11)
     if name == "pow_f32":
@@ -259,8 +266,8 @@ def throughput(name):
                 ns_per_element(binary_loop(_libm_pow), x, y))
     lo, hi = UNARY[name][3]
     x = rng.uniform(lo, hi, THROUGHPUT_N).astype(F)
-    return (ns_per_element(unary_loop(getattr(M, name)), x),
-            ns_per_element(unary_loop(getattr(M, name), fused=False), x),
+    return (ns_per_element(unary_loop(math_function(name)), x),
+            ns_per_element(unary_loop(math_function(name), fused=False), x),
             ns_per_element(unary_loop(UNARY[name][1]), x))
 
 
@@ -270,7 +277,7 @@ def beyond_accurate_range():
     rows = []
     bands = [(1e5, 1e6), (1e6, 2.0**22), (2.0**22, 1e38)]
     for name, ref in (("sin_f32", _sin64), ("cos_f32", _cos64)):
-        ours, want = unary_loop(getattr(M, name)), unary_loop(ref, to_float64=True)
+        ours, want = unary_loop(math_function(name)), unary_loop(ref, to_float64=True)
         for lo, hi in bands:
             x = np.exp(rng.uniform(np.log(lo), np.log(hi), SAMPLE // 4)).astype(F)
             err = np.abs(run(ours, x).astype(np.float64) - run(want, x, dtype=np.float64))
@@ -484,7 +491,7 @@ class Run:
                 it = interpreter(self.case.model(n), resolver, n)
                 it.set_tensor(it.get_input_details()[0]["index"], x)
                 methods[name] = it.invoke
-            for name, fn in (("fast", getattr(M, self.case.fast or "", None)),
+            for name, fn in (("fast", (math_function(self.case.fast) if self.case.fast else None)),
                              ("exact", self.case.exact)):
                 if fn is not None:
                     loop = unary_loop(fn)
@@ -604,7 +611,7 @@ def fast_section(runs: list[Run], stride: int) -> list[str]:
         "0; beyond, a kernel's exact loop runs sin_f32/cos_f32). Chains: the fast function, "
         "which applies the root MUL's NONE activation itself (+-inf -> +-FLT_MAX), against "
         "the builtin kernels running the chain",
-        "- float64: mathf32.budget_error at FAST_BUDGET's abs, _mul_add fused / unfused",
+        "- float64: mathf32.budget_error at FAST_BUDGET's abs, mul_add fused / unfused",
         "- builtin: the ulps needed beyond the abs of OpSpec.approx_tolerance (APPROX_CHAINS "
         "for chains), fused / unfused; XNNPACK: the same at max(abs, FLT_MIN), so its "
         "subnormal flushing is left out. A budget is no larger than XNNPACK's when its ulp "
@@ -632,13 +639,13 @@ def fast_section(runs: list[Run], stride: int) -> list[str]:
         if not case.fast or not run_.delegated:
             continue
         x, want, xnn = _band(run_, case.near_only)
-        budget_ulp, budget_abs = M.FAST_BUDGET[case.fast]
+        budget_ulp, budget_abs = MF.FAST_BUDGET[case.fast]
         tolerance = case.tolerance()
         with np.errstate(all="ignore"):
             ref = case.reference(x.astype(np.float64))
         measured64, measured = [], []
         for fused in (True, False):
-            got = run(unary_loop(getattr(M, case.fast), fused=fused), x)
+            got = run(unary_loop(math_function(case.fast), fused=fused), x)
             measured64.append(M.budget_error(got, ref, budget_abs).max())
             measured.append(tolerance_ulps(got, want, tolerance.abs).max())
             if fused:
@@ -675,8 +682,8 @@ def exact_section(exhaustive):
         "- inputs: " + ("every float32 (unary), pow sampled" if exhaustive else
                         f"{SAMPLE:,} log-uniform + {SAMPLE:,} active-range per function"),
         "- ulp: of the float32 binade of the float64 reference. max ulp, mean ulp, ns/elem: "
-        "as compiled here, _mul_add (llvm.fmuladd) fused to FMA where this CPU has it; "
-        "unfused: _mul_add as a mul and an add (what a CPU without FMA computes); contract: "
+        "as compiled here, mul_add (llvm.fmuladd) fused to FMA where this CPU has it; "
+        "unfused: mul_add as a mul and an add (what a CPU without FMA computes); contract: "
         "calling loop compiled with fastmath={'contract'}, so LLVM may fuse every a*b + c",
         f"- ns/elem: 1 thread, median of {REPEATS} runs over {THROUGHPUT_N:,} elements, "
         "uniform in " + ", ".join(f"{n[:-4]} {UNARY[n][3]}" for n in UNARY)

@@ -26,7 +26,7 @@ from fusion_delegate.model import ModelBuilder
 
 FLT_MAX = np.finfo(np.float32).max
 #: How far LiteRT's Eigen-based kernels (which the fused ones reproduce bit for bit) are from
-#: the true function, in ulps (perf/math_accuracy.md; mathf32.FAST_BUDGET's tanh note).
+#: the true function, in ulps (perf/math_accuracy.md; mathf32_fast.FAST_BUDGET's tanh note).
 EIGEN_RATIONAL_ULPS = {"TANH": 8, "LOGISTIC": 8, "GELU": 16}
 DIMS = [1, 1, 2, 3, 5, 7]
 SPECIALS = np.array([np.nan, np.inf, -np.inf, -0.0, 0.0, 3e38, -3e38, 1e30, -1e-30, 1e-40,

@@ -1,4 +1,6 @@
-"""codegen.mathf32: ulp budgets, C edge semantics, and that loops over it vectorise."""
+"""codegen.mathf32 and mathf32_fast: ulp budgets, C edge semantics, and that loops over them
+vectorise."""
+import dataclasses
 import functools
 import math
 import re
@@ -9,7 +11,10 @@ import numpy as np
 import pytest
 
 from codegen import mathf32 as M
-from codegen.mathf32 import FAST_BUDGET, SIN_COS_ACCURATE_MAX, ULP_BUDGET, budget_error, ulp_error
+from codegen import mathf32_fast as MF
+from codegen import mathf32_intrinsics as MI
+from codegen.mathf32 import SIN_COS_ACCURATE_MAX, ULP_BUDGET, budget_error, ulp_error
+from codegen.mathf32_fast import FAST_BUDGET
 from conftest import foreign_calls, same_bits
 
 F = np.float32
@@ -48,6 +53,11 @@ SPECIAL = np.array(
 N_SAMPLE = 150_000
 
 
+def math_function(name: str):
+    """The function `name` of codegen.mathf32 or, for precision="fast", codegen.mathf32_fast."""
+    return getattr(MF, name, None) or getattr(M, name)
+
+
 def unary_loop(fn, fused=True):
     """One compiled loop per (fn, fused), however the arguments are passed: the LLVM tests
     inspect the loop an earlier `apply` compiled."""
@@ -66,7 +76,7 @@ def _unary_loop(fn, fused):
             out[i] = fn(x[i])
 
     if not fused:
-        M.compile_unfused(loop, 2)
+        MI.compile_unfused(loop, 2)
     return loop
 
 
@@ -78,7 +88,7 @@ def _binary_loop(fn, fused):
             out[i] = fn(x[i], y[i])
 
     if not fused:
-        M.compile_unfused(loop, 3)
+        MI.compile_unfused(loop, 3)
     return loop
 
 
@@ -142,7 +152,7 @@ FUSED = pytest.mark.parametrize("fused", [True, False], ids=["fused", "unfused"]
 @FUSED
 @pytest.mark.parametrize("name", sorted(REFERENCE))
 def test_unary_within_ulp_budget(name, fused):
-    err, at = max_ulp(getattr(M, name), name, unary_sample(name), fused)
+    err, at = max_ulp(math_function(name), name, unary_sample(name), fused)
     assert err <= ULP_BUDGET[name], f"{name}: {err:.2f} ulp at x={at!r}"
 
 
@@ -157,10 +167,13 @@ def test_pow_within_ulp_budget(fused):
 
 
 def test_budget_lists_every_public_function():
-    public = {n for n in dir(M) if n.endswith("_f32") and not n.startswith("_")
-              and not n.endswith("_near_f32")}
+    def public(module) -> set[str]:
+        return {n for n, f in vars(module).items() if n.endswith("_f32")
+                and not n.startswith("_") and not n.endswith("_near_f32")
+                and getattr(f, "py_func", f).__module__ == module.__name__}
+    assert public(M) == set(ULP_BUDGET)
     # gelu_fast_f32(x, approximate) only picks one of the two GELU functions
-    assert public == set(ULP_BUDGET) | set(FAST_BUDGET) | {"gelu_fast_f32"}
+    assert public(MF) == set(FAST_BUDGET) | {"gelu_fast_f32"}
     assert set(ULP_BUDGET) == set(REFERENCE) | {"pow_f32"}
     assert set(FAST_BUDGET) == set(FAST_REFERENCE)
 
@@ -201,7 +214,7 @@ def test_special_values_match_c(name, c_fn):
     if name in ("sin_f32", "cos_f32"):
         x = x[~(np.abs(x) > SIN_COS_ACCURATE_MAX) | np.isinf(x)]
     with np.errstate(all="ignore"):
-        check_against(apply(getattr(M, name), x), c_fn(x), name, x)
+        check_against(apply(math_function(name), x), c_fn(x), name, x)
 
 
 def test_erf_and_logistic_special_values():
@@ -319,7 +332,7 @@ VECTORISED_FORM = {"sin_f32": "sin_near_f32", "cos_f32": "cos_near_f32"}
 
 @pytest.mark.parametrize("name", sorted(ULP_BUDGET) + sorted(FAST_BUDGET))
 def test_each_function_vectorises_in_float32(name):
-    fn = getattr(M, VECTORISED_FORM.get(name, name))
+    fn = math_function(VECTORISED_FORM.get(name, name))
     x = np.linspace(0.1, 3, 100, dtype=F)
     out = np.empty_like(x)
     if name == "pow_f32":
@@ -405,7 +418,7 @@ def fast_sample(name):
     lo, hi = FAST_ACTIVE.get(name, (-20.0, 20.0))
     x = np.concatenate([log_uniform_floats(rng, N_SAMPLE), rng.uniform(lo, hi, N_SAMPLE).astype(F),
                         rng.uniform(-10.0, 10.0, N_SAMPLE).astype(F), SPECIAL])
-    if name in M.FAST_NEAR_ONLY:
+    if name in MF.FAST_NEAR_ONLY:
         x = x[~(np.abs(x) >= 2.0**16)]
     return x
 
@@ -416,7 +429,7 @@ def test_fast_within_budget(name, fused):
     ulp, abs_floor = FAST_BUDGET[name]
     x = fast_sample(name)
     with np.errstate(all="ignore"):
-        err = budget_error(apply(getattr(M, name), x, fused),
+        err = budget_error(apply(math_function(name), x, fused),
                            FAST_REFERENCE[name](x.astype(np.float64)), abs_floor)
     i = int(np.argmax(err))
     assert err[i] <= ulp, f"{name}: {err[i]:.2f} ulp beyond {abs_floor:g} at x={x[i]!r}"
@@ -432,33 +445,36 @@ def test_budget_error_is_ulp_error_beyond_the_allowance():
 
 
 @pytest.mark.parametrize("fn, x, want", [
-    (M.exp_fast_f32, np.inf, np.inf), (M.exp_fast_f32, -np.inf, 0.0),
-    (M.exp_fast_f32, 89.0, np.inf), (M.exp_fast_f32, -104.0, 0.0), (M.exp_fast_f32, 0.0, 1.0),
-    (M.exp_fast_f32, -0.0, 1.0),
-    (M.logistic_fast_f32, np.inf, 1.0), (M.logistic_fast_f32, -np.inf, 0.0),
-    (M.logistic_fast_f32, 0.0, 0.5), (M.logistic_fast_f32, -0.0, 0.5),
-    (M.logistic_fast_f32, 3e38, 1.0), (M.logistic_fast_f32, -3e38, 0.0),
-    (M.tanh_fast_f32, np.inf, 1.0), (M.tanh_fast_f32, -np.inf, -1.0),
-    (M.tanh_fast_f32, -0.0, -0.0), (M.tanh_fast_f32, 0.0, 0.0), (M.tanh_fast_f32, 1e-45, 1e-45),
-    (M.tanh_fast_f32, -1e-45, -1e-45), (M.tanh_fast_f32, 3e38, 1.0),
-    (M.elu_fast_f32, -np.inf, -1.0), (M.elu_fast_f32, -0.0, -0.0), (M.elu_fast_f32, np.inf, np.inf),
-    (M.elu_fast_f32, -1e-45, -1e-45), (M.elu_fast_f32, -3e38, -1.0),
-    (M.log_fast_f32, 0.0, -np.inf), (M.log_fast_f32, -0.0, -np.inf), (M.log_fast_f32, -1.0, np.nan),
-    (M.log_fast_f32, -1e-45, np.nan), (M.log_fast_f32, -np.inf, np.nan),
-    (M.log_fast_f32, np.inf, np.inf), (M.log_fast_f32, 1.0, 0.0),
-    (M.sin_fast_f32, -0.0, -0.0), (M.sin_fast_f32, 0.0, 0.0), (M.sin_fast_f32, np.inf, np.nan),
-    (M.sin_fast_f32, -np.inf, np.nan), (M.sin_fast_f32, -1e-45, -1e-45),
-    (M.cos_fast_f32, -0.0, 1.0), (M.cos_fast_f32, np.inf, np.nan), (M.cos_fast_f32, 1e-45, 1.0),
-    (M.swish_fast_f32, np.inf, np.finfo(F).max), (M.swish_fast_f32, -np.inf, np.nan),
-    (M.swish_fast_f32, -0.0, -0.0), (M.swish_fast_f32, -np.finfo(F).max, -0.0),
-    (M.mish_fast_f32, np.inf, np.finfo(F).max), (M.mish_fast_f32, -np.inf, np.nan),
-    (M.mish_fast_f32, -0.0, -0.0), (M.mish_fast_f32, 1e30, 1e30),
-    (M.gelu_tanh_fast_f32, np.inf, np.inf), (M.gelu_tanh_fast_f32, -np.inf, np.nan),
-    (M.gelu_tanh_fast_f32, -0.0, -0.0), (M.gelu_tanh_fast_f32, -20.0, -0.0),
-    (M.gelu_tanh_fast_f32, 1e30, 1e30),
-    (M.gelu_erf_fast_f32, np.inf, np.inf), (M.gelu_erf_fast_f32, -np.inf, np.nan),
-    (M.gelu_erf_fast_f32, -0.0, -0.0), (M.gelu_erf_fast_f32, -20.0, -0.0),
-    (M.gelu_erf_fast_f32, 1e30, 1e30),
+    (MF.exp_fast_f32, np.inf, np.inf), (MF.exp_fast_f32, -np.inf, 0.0),
+    (MF.exp_fast_f32, 89.0, np.inf), (MF.exp_fast_f32, -104.0, 0.0), (MF.exp_fast_f32, 0.0, 1.0),
+    (MF.exp_fast_f32, -0.0, 1.0),
+    (MF.logistic_fast_f32, np.inf, 1.0), (MF.logistic_fast_f32, -np.inf, 0.0),
+    (MF.logistic_fast_f32, 0.0, 0.5), (MF.logistic_fast_f32, -0.0, 0.5),
+    (MF.logistic_fast_f32, 3e38, 1.0), (MF.logistic_fast_f32, -3e38, 0.0),
+    (MF.tanh_fast_f32, np.inf, 1.0), (MF.tanh_fast_f32, -np.inf, -1.0),
+    (MF.tanh_fast_f32, -0.0, -0.0), (MF.tanh_fast_f32, 0.0, 0.0),
+    (MF.tanh_fast_f32, 1e-45, 1e-45),
+    (MF.tanh_fast_f32, -1e-45, -1e-45), (MF.tanh_fast_f32, 3e38, 1.0),
+    (MF.elu_fast_f32, -np.inf, -1.0), (MF.elu_fast_f32, -0.0, -0.0),
+    (MF.elu_fast_f32, np.inf, np.inf),
+    (MF.elu_fast_f32, -1e-45, -1e-45), (MF.elu_fast_f32, -3e38, -1.0),
+    (MF.log_fast_f32, 0.0, -np.inf), (MF.log_fast_f32, -0.0, -np.inf),
+    (MF.log_fast_f32, -1.0, np.nan),
+    (MF.log_fast_f32, -1e-45, np.nan), (MF.log_fast_f32, -np.inf, np.nan),
+    (MF.log_fast_f32, np.inf, np.inf), (MF.log_fast_f32, 1.0, 0.0),
+    (MF.sin_fast_f32, -0.0, -0.0), (MF.sin_fast_f32, 0.0, 0.0), (MF.sin_fast_f32, np.inf, np.nan),
+    (MF.sin_fast_f32, -np.inf, np.nan), (MF.sin_fast_f32, -1e-45, -1e-45),
+    (MF.cos_fast_f32, -0.0, 1.0), (MF.cos_fast_f32, np.inf, np.nan), (MF.cos_fast_f32, 1e-45, 1.0),
+    (MF.swish_fast_f32, np.inf, np.finfo(F).max), (MF.swish_fast_f32, -np.inf, np.nan),
+    (MF.swish_fast_f32, -0.0, -0.0), (MF.swish_fast_f32, -np.finfo(F).max, -0.0),
+    (MF.mish_fast_f32, np.inf, np.finfo(F).max), (MF.mish_fast_f32, -np.inf, np.nan),
+    (MF.mish_fast_f32, -0.0, -0.0), (MF.mish_fast_f32, 1e30, 1e30),
+    (MF.gelu_tanh_fast_f32, np.inf, np.inf), (MF.gelu_tanh_fast_f32, -np.inf, np.nan),
+    (MF.gelu_tanh_fast_f32, -0.0, -0.0), (MF.gelu_tanh_fast_f32, -20.0, -0.0),
+    (MF.gelu_tanh_fast_f32, 1e30, 1e30),
+    (MF.gelu_erf_fast_f32, np.inf, np.inf), (MF.gelu_erf_fast_f32, -np.inf, np.nan),
+    (MF.gelu_erf_fast_f32, -0.0, -0.0), (MF.gelu_erf_fast_f32, -20.0, -0.0),
+    (MF.gelu_erf_fast_f32, 1e30, 1e30),
 ])
 def test_fast_edge_cases_are_litert_s(fn, x, want):
     """NaN, +-inf and -0.0 results (and their inputs) as LiteRT's builtin kernels give them
@@ -469,21 +485,21 @@ def test_fast_edge_cases_are_litert_s(fn, x, want):
 
 @pytest.mark.parametrize("name", sorted(FAST_BUDGET))
 def test_fast_nan_gives_nan(name):
-    assert np.isnan(apply(getattr(M, name), np.array([np.nan, -np.nan], F))).all()
+    assert np.isnan(apply(math_function(name), np.array([np.nan, -np.nan], F))).all()
 
 
 def test_elu_fast_passes_nan_bits_through():
     nan = np.array([0x7FC00123, 0xFFC00000], np.uint32).view(F)
-    assert same_bits(apply(M.elu_fast_f32, nan).view(np.uint32), nan.view(np.uint32))
+    assert same_bits(apply(MF.elu_fast_f32, nan).view(np.uint32), nan.view(np.uint32))
 
 
-@pytest.mark.parametrize("fn", [M.sin_fast_f32, M.cos_fast_f32, M.tanh_fast_f32,
-                                M.logistic_fast_f32])
+@pytest.mark.parametrize("fn", [MF.sin_fast_f32, MF.cos_fast_f32, MF.tanh_fast_f32,
+                                MF.logistic_fast_f32])
 def test_fast_bounded_results_stay_in_range(fn):
     x = np.concatenate([np.linspace(-2.0**16, 2.0**16, 1_000_001, dtype=F),
                         np.linspace(-10, 10, 1_000_001, dtype=F)])
     got = apply(fn, x)
-    low = 0.0 if fn is M.logistic_fast_f32 else -1.0
+    low = 0.0 if fn is MF.logistic_fast_f32 else -1.0
     assert (got <= 1.0).all() and (got >= low).all()
 
 
@@ -491,14 +507,14 @@ def test_gelu_fast_picks_the_form():
     @numba.njit(error_model="numpy")
     def both(x, out_tanh, out_erf):
         for i in range(x.size):
-            out_tanh[i] = M.gelu_fast_f32(x[i], True)
-            out_erf[i] = M.gelu_fast_f32(x[i], False)
+            out_tanh[i] = MF.gelu_fast_f32(x[i], True)
+            out_erf[i] = MF.gelu_fast_f32(x[i], False)
 
     x = np.linspace(-6, 6, 1001, dtype=F)
     out_tanh, out_erf = np.empty_like(x), np.empty_like(x)
     both(x, out_tanh, out_erf)
-    assert same_bits(out_tanh, apply(M.gelu_tanh_fast_f32, x))
-    assert same_bits(out_erf, apply(M.gelu_erf_fast_f32, x))
+    assert same_bits(out_tanh, apply(MF.gelu_tanh_fast_f32, x))
+    assert same_bits(out_erf, apply(MF.gelu_erf_fast_f32, x))
 
 
 @pytest.mark.parametrize("name", ["exp_fast_f32", "logistic_fast_f32", "mish_fast_f32",
@@ -507,7 +523,7 @@ def test_scaling_without_avx512_is_the_same_bits(name, monkeypatch):
     """_ldexp is one vscalefps on AVX-512 targets and two exact power-of-two products
     elsewhere; both round once, so the results are identical (subnormals included)."""
     x = np.concatenate([np.linspace(-110, 95, 200_001, dtype=F), SPECIAL])
-    fn = getattr(M, name)
+    fn = math_function(name)
     with_avx512 = apply(fn, x)
 
     @numba.njit(error_model="numpy")
@@ -515,8 +531,9 @@ def test_scaling_without_avx512_is_the_same_bits(name, monkeypatch):
         for i in range(x.size):
             out[i] = fn(x[i])
 
-    features = M._target_features() - {"avx512f"}
-    monkeypatch.setattr(M, "_target_features", lambda: features)
+    target = MI.numba_target()
+    without_avx512 = dataclasses.replace(target, features=target.features - {"avx512f"})
+    monkeypatch.setattr(MI, "numba_target", lambda: without_avx512)
     out = np.empty_like(x)
     loop(x, out)
     assert "llvm.ldexp" not in loop.inspect_llvm(loop.signatures[0])
@@ -526,6 +543,6 @@ def test_scaling_without_avx512_is_the_same_bits(name, monkeypatch):
 def test_exp_fast_scales_with_vscalef_on_avx512():
     if "+avx512f" not in llvm_binding.get_host_cpu_features().flatten().split(","):
         pytest.skip("no AVX-512 on this CPU")
-    apply(M.exp_fast_f32, np.linspace(-3, 3, 1000, dtype=F))
-    _, _, asm = calls_and_asm(unary_loop(M.exp_fast_f32))
+    apply(MF.exp_fast_f32, np.linspace(-3, 3, 1000, dtype=F))
+    _, _, asm = calls_and_asm(unary_loop(MF.exp_fast_f32))
     assert re.search(r"\bvscalefps\s[^\n]*%[yz]mm", asm)

@@ -8,7 +8,7 @@ import numba
 import numpy as np
 import pytest
 
-from codegen.mathf32 import compile_unfused
+from codegen.mathf32_intrinsics import compile_unfused
 from codegen.ops import (APPROX_CHAINS, CHAIN_OPS, HELPER_MODULES, KERNEL_OPS, OPS, PRECISIONS,
                          ByParam, Tolerance)
 from conftest import BUILTIN

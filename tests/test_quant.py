@@ -1,4 +1,4 @@
-"""int8/uint8 semantics (codegen.quant, codegen.fixedpoint) against LiteRT's builtin kernels.
+"""int8/uint8 semantics (codegen.quant_*, codegen.fixedpoint) against LiteRT's builtin kernels.
 
 Every comparison is bit for bit: all 256 inputs of a unary op in one tensor, all 65536 pairs
 of a binary op in one tensor pair, on grids of scales and zero points that include the
@@ -18,8 +18,18 @@ from hypothesis import strategies as st
 from numba import njit
 
 from codegen import fixedpoint as fp
-from codegen import quant as Q
-from codegen.quant import ELEMENTWISE_BLOCK, REFERENCE, SCALAR_BLOCK, ChannelQParams, QParams
+from codegen.qcall import QCALL_HELPERS
+from codegen.qparams import DTYPE_RANGES, ChannelQParams, QParams, QuantError
+from codegen.quant_ops import QUANT_OPS
+from codegen.quant_parts import binary_parts
+from codegen.quant_paths import (ELEMENTWISE_BLOCK, REFERENCE, SCALAR_BLOCK, binary_paths,
+                                 chain_regions)
+from codegen.quant_prepare import (activation_range_quantized, prepare_add, prepare_binary,
+                                   prepare_requantize, quantize_multiplier,
+                                   quantize_multiplier_smaller_than_one_exp)
+from codegen.quant_reference import (binary, binary_call, binary_grid, binary_scalar_table,
+                                     dequantize, quantize, unary_call, unary_lookup, unary_table)
+from codegen.quant_support import quant_unsupported
 from conftest import BUILTIN, ROOT, foreign_calls
 from fusion_delegate.model import ModelBuilder, Quantization, write_model
 
@@ -71,7 +81,7 @@ def run_op(op, inputs, out_dtype, out_q, arrays, options=None) -> np.ndarray:
 
 
 def codes(dtype: str) -> np.ndarray:
-    lo, hi = Q.DTYPE_RANGES[dtype]
+    lo, hi = DTYPE_RANGES[dtype]
     return np.arange(lo, hi + 1).astype(NP[dtype])
 
 
@@ -101,12 +111,12 @@ LUT_AND_FIXED_OPS = [("TANH", None), ("LOGISTIC", None), ("ELU", None), ("EXP", 
 @pytest.mark.parametrize("op, options", LUT_AND_FIXED_OPS,
                          ids=[f"{op}-{o}" if o else op for op, o in LUT_AND_FIXED_OPS])
 def test_unary_tables_equal_the_builtin_on_all_256_inputs(op, options, dtype):
-    if dtype not in Q.SUPPORTED_DTYPES[op]:
+    if dtype not in QUANT_OPS[op].dtypes:
         with pytest.raises((RuntimeError, ValueError)):
             run_op(op, [((256,), dtype, QParams(0.1, 0, dtype), None)], dtype,
                    QParams(0.1, 0, dtype), [codes(dtype)], options)
-        assert Q.quant_unsupported(op, (dtype, dtype), (QParams(0.1, 0, dtype),),
-                                   QParams(0.1, 0, dtype), options) \
+        assert quant_unsupported(op, (dtype, dtype), (QParams(0.1, 0, dtype),),
+                                 QParams(0.1, 0, dtype), options) \
             == f"{dtype} {op} not supported by the builtin kernel"
         return
     compared = 0
@@ -115,14 +125,14 @@ def test_unary_tables_equal_the_builtin_on_all_256_inputs(op, options, dtype):
             s_out = 1 / 256
         iq = QParams(s_in, shifted(z_in, dtype), dtype)
         oq = QParams(s_out, shifted(z_out, dtype), dtype)
-        reason = Q.quant_unsupported(op, (dtype, dtype), (iq,), oq, options, eval_errors=True)
+        reason = quant_unsupported(op, (dtype, dtype), (iq,), oq, options, eval_errors=True)
         model = op_model(op, [((256,), dtype, iq, None)], dtype, oq, options)
         if reason is not None:
             if "Prepare fails" in reason:
                 with pytest.raises(RuntimeError):
                     interpreter(model)
             continue
-        lookup = Q.unary_lookup(op, iq, oq, options)
+        lookup = unary_lookup(op, iq, oq, options)
         x = codes(dtype)
         valid = np.ones(256, bool) if lookup.invalid is None else ~lookup.invalid
         it = interpreter(model)
@@ -144,13 +154,13 @@ def test_lut_tables_cover_overflow_and_nan_as_the_wheel_does():
                        ("EXP", QParams(1.0, 0), QParams(1e-30, 3)),
                        ("TANH", QParams(0.1, 131, "uint8"), QParams(1e-45, 133, "uint8")),
                        ("GELU", QParams(1e30, 129, "uint8"), QParams(1e-30, 128, "uint8"))):
-        table = Q.unary_table(op, iq, oq)
+        table = unary_table(op, iq, oq)
         got = run_op(op, [((256,), iq.dtype, iq, None)], oq.dtype, oq, [codes(iq.dtype)])
         assert np.array_equal(got, table), (op, iq, oq)
-    assert Q.unary_table("TANH", QParams(0.05, 0), QParams(1e-45, 5))[128] == 0      # NaN
-    assert Q.unary_table("EXP", QParams(1.0, 0), QParams(1.0, -3))[-1] == 127        # inf
-    assert Q.unary_table("TANH", QParams(0.1, 131, "uint8"),                         # inf,
-                         QParams(1e-45, 133, "uint8"))[-1] == 0                      # uint8
+    assert unary_table("TANH", QParams(0.05, 0), QParams(1e-45, 5))[128] == 0      # NaN
+    assert unary_table("EXP", QParams(1.0, 0), QParams(1.0, -3))[-1] == 127        # inf
+    assert unary_table("TANH", QParams(0.1, 131, "uint8"),                         # inf,
+                       QParams(1e-45, 133, "uint8"))[-1] == 0                      # uint8
 
 
 def position_runs(op, inputs, out_dtype, out_q, values, block: int):
@@ -181,18 +191,18 @@ def test_requantize_block_and_scalar_paths(in_dtype, out_dtype):
     for s_in, z_in, s_out, z_out in REQUANTIZE_GRID:
         iq = QParams(s_in, shifted(z_in, in_dtype), in_dtype)
         oq = QParams(s_out, shifted(z_out, out_dtype), out_dtype)
-        reason = Q.quant_unsupported("QUANTIZE", (in_dtype, out_dtype), (iq,), oq,
-                                     position_aware=True)
+        reason = quant_unsupported("QUANTIZE", (in_dtype, out_dtype), (iq,), oq,
+                                   position_aware=True)
         if reason:
             assert "overflows" in reason
             continue
-        lookup = Q.unary_lookup("QUANTIZE", iq, oq)
+        lookup = unary_lookup("QUANTIZE", iq, oq)
         assert lookup.block == 16
         blocks, tail = position_runs("QUANTIZE", [((256,), in_dtype, iq, None)], out_dtype,
                                      oq, codes(in_dtype), 16)
         assert np.array_equal(blocks, lookup.block_table), (iq, oq)
         assert np.array_equal(tail, lookup.table), (iq, oq)
-        naive = Q.quant_unsupported("QUANTIZE", (in_dtype, out_dtype), (iq,), oq)
+        naive = quant_unsupported("QUANTIZE", (in_dtype, out_dtype), (iq,), oq)
         assert (naive is not None) == (not np.array_equal(blocks, tail))
         refused_where_they_differ += naive is not None
     assert refused_where_they_differ >= 2
@@ -202,15 +212,15 @@ def test_requantize_block_and_scalar_paths(in_dtype, out_dtype):
 def test_dequantize_block_and_scalar_paths(dtype):
     for s, z, *_ in UNARY_GRID:
         iq = QParams(s, shifted(z, dtype), dtype)
-        lookup = Q.unary_lookup("DEQUANTIZE", iq, None)
+        lookup = unary_lookup("DEQUANTIZE", iq, None)
         assert lookup.block == 8
         blocks, tail = position_runs("DEQUANTIZE", [((256,), dtype, iq, None)], "float32",
                                      None, codes(dtype), 8)
         assert np.array_equal(blocks.view(np.int32), lookup.block_table.view(np.int32))
         assert np.array_equal(tail.view(np.int32), lookup.table.view(np.int32))
-        assert np.array_equal(Q.dequantize(codes(dtype), iq), lookup.table)
+        assert np.array_equal(dequantize(codes(dtype), iq), lookup.table)
         position_dependent = not np.array_equal(blocks.view(np.int32), tail.view(np.int32))
-        assert position_dependent == (Q.quant_unsupported(
+        assert position_dependent == (quant_unsupported(
             "DEQUANTIZE", (dtype, "float32"), (iq,), None) is not None)
         assert not position_dependent or iq.zero_point != 0     # zp 0: one rounding each
 
@@ -240,14 +250,14 @@ def test_quantize_float_special_values_on_both_paths(dtype, scale, zero_point):
     x = special_floats(oq.scale)
     blocks, tail = position_runs("QUANTIZE", [((len(x),), "float32", None, None)], dtype, oq,
                                  x, 8)
-    assert np.array_equal(blocks, Q.quantize(x, oq, ELEMENTWISE_BLOCK))
-    assert np.array_equal(tail, Q.quantize(x, oq, REFERENCE))
+    assert np.array_equal(blocks, quantize(x, oq, ELEMENTWISE_BLOCK))
+    assert np.array_equal(tail, quantize(x, oq, REFERENCE))
     nan_value = oq.qmax if oq.zero_point < 0 else oq.qmin
     assert tail[0] == tail[1] == tail[2] == tail[3] == nan_value
     assert not np.array_equal(blocks, tail)                      # ties: even vs away
-    assert Q.quant_unsupported("QUANTIZE", ("float32", dtype), (None,), oq) is not None
-    assert Q.quant_unsupported("QUANTIZE", ("float32", dtype), (None,), oq,
-                               position_aware=True) is None
+    assert quant_unsupported("QUANTIZE", ("float32", dtype), (None,), oq) is not None
+    assert quant_unsupported("QUANTIZE", ("float32", dtype), (None,), oq,
+                             position_aware=True) is None
 
 
 def test_per_channel_quantize_and_dequantize():
@@ -257,13 +267,13 @@ def test_per_channel_quantize_and_dequantize():
     x = (np.random.default_rng(3).standard_normal((50, 3)) * 4).astype(np.float32)
     x[:3] = [[np.nan, np.inf, -np.inf], [0.05, 0.01, 1.5], [-0.05, -0.03, 4.5]]
     got = run_op("QUANTIZE", [((50, 3), "float32", None, None)], "int8", cq, [x])
-    assert np.array_equal(got, Q.quantize(x, cq))
-    assert Q.quant_unsupported("QUANTIZE", ("float32", "int8"), (None,), cq) is None
+    assert np.array_equal(got, quantize(x, cq))
+    assert quant_unsupported("QUANTIZE", ("float32", "int8"), (None,), cq) is None
     q = np.resize(codes("int8"), (86, 3))
     got = run_op("DEQUANTIZE", [((86, 3), "int8", cq, None)], "float32", None, [q])
-    assert np.array_equal(got.view(np.int32), Q.dequantize(q, cq).view(np.int32))
-    assert Q.quant_unsupported("DEQUANTIZE", ("int8", "float32"), (cq,), None) is None
-    assert "per-channel" in Q.quant_unsupported(
+    assert np.array_equal(got.view(np.int32), dequantize(q, cq).view(np.int32))
+    assert quant_unsupported("DEQUANTIZE", ("int8", "float32"), (cq,), None) is None
+    assert "per-channel" in quant_unsupported(
         "ADD", ("int8",) * 3, (cq, QParams(0.1, 0)), QParams(0.1, 0))
 
 
@@ -271,11 +281,11 @@ def test_float16_constant_dequantize_is_an_exact_conversion():
     bits = np.arange(0, 65536, 97, dtype=np.uint16)
     half = bits.view(np.float16)
     got = run_op("DEQUANTIZE", [(half.shape, "float16", None, half)], "float32", None, [])
-    want = Q.dequantize(half, None)
+    want = dequantize(half, None)
     nan = np.isnan(want)
     assert np.array_equal(np.isnan(got), nan)
     assert np.array_equal(got[~nan].view(np.int32), want[~nan].view(np.int32))
-    assert Q.quant_unsupported("DEQUANTIZE", ("float16", "float32"), (None,), None) is None
+    assert quant_unsupported("DEQUANTIZE", ("float16", "float32"), (None,), None) is None
 
 
 # ------------------------------------------------------------------------------ binary
@@ -290,7 +300,7 @@ BINARY_GRID = [  # (s1, z1, s2, z2, s_out, z_out), int8 zero points
 
 def grid_layouts(q1: QParams, q2: QParams):
     """Operand layouts that reach each LiteRT path with (all) 65536 pairs."""
-    a, b = Q.binary_grid(q1, q2)
+    a, b = binary_grid(q1, q2)
     c1, c2 = q1.codes(), q2.codes()
     return {
         "same_shape": ((65536,), a, (65536,), b),            # elementwise NEON blocks
@@ -303,10 +313,10 @@ def grid_layouts(q1: QParams, q2: QParams):
 
 
 def expected_binary(op, prepared, dtype, shape1, a, shape2, b) -> np.ndarray:
-    paths = Q.binary_paths(op, dtype, shape1, shape2)
+    paths = binary_paths(op, dtype, shape1, shape2)
     want = np.zeros(paths.shape, np.int64)
     for path in np.unique(paths):
-        full = Q.binary(op, a.reshape(shape1), b.reshape(shape2), prepared, dtype, int(path))
+        full = binary(op, a.reshape(shape1), b.reshape(shape2), prepared, dtype, int(path))
         want[paths == path] = np.broadcast_to(full, paths.shape)[paths == path]
     return want
 
@@ -316,15 +326,15 @@ def check_binary(op, q1, q2, qo, activation=0, layouts=None):
     options = {"fused_activation_function": activation} if op in ("ADD", "SUB", "MUL") \
         else None
     params = {"activation": activation}
-    prepared = Q.prepare_binary(op, q1, q2, qo, params)
+    prepared = prepare_binary(op, q1, q2, qo, params)
     checked = []
     for name, (shape1, a, shape2, b) in grid_layouts(q1, q2).items():
         if layouts and name not in layouts:
             continue
         if op == "PRELU" and np.broadcast_shapes(shape1, shape2) != shape1:
             continue
-        assert Q.quant_unsupported(op, (dtype,) * 3, (q1, q2), qo, params,
-                                   shapes=(shape1, shape2), position_aware=True) is None
+        assert quant_unsupported(op, (dtype,) * 3, (q1, q2), qo, params,
+                                 shapes=(shape1, shape2), position_aware=True) is None
         got = run_op(op, [(shape1, dtype, q1, None), (shape2, dtype, q2, None)], dtype, qo,
                      [a.reshape(shape1).astype(NP[dtype]), b.reshape(shape2).astype(NP[dtype])],
                      options)
@@ -342,8 +352,8 @@ def test_arithmetic_on_all_pairs_every_path_and_activation(op, dtype):
         q1, q2 = QParams(s1, shifted(z1, dtype), dtype), QParams(s2, shifted(z2, dtype), dtype)
         qo = QParams(so, shifted(zo, dtype), dtype)
         for activation in (0, 1, 2, 3, 4):
-            reason = Q.quant_unsupported(op, (dtype,) * 3, (q1, q2), qo,
-                                         {"activation": activation}, position_aware=True)
+            reason = quant_unsupported(op, (dtype,) * 3, (q1, q2), qo,
+                                       {"activation": activation}, position_aware=True)
             if reason:
                 assert "LiteRT aborts" in reason or "overflows" in reason or "SUB output" \
                     in reason, reason
@@ -364,7 +374,7 @@ def test_other_binary_ops_on_all_pairs(op, dtypes):
             q1, q2 = QParams(s1, shifted(z1, dtype), dtype), QParams(s2, shifted(z2, dtype),
                                                                      dtype)
             qo = QParams(so, shifted(zo, dtype), dtype)
-            reason = Q.quant_unsupported(op, (dtype,) * 3, (q1, q2), qo)
+            reason = quant_unsupported(op, (dtype,) * 3, (q1, q2), qo)
             if reason:
                 assert "LiteRT aborts" in reason or "overflows" in reason, reason
                 continue
@@ -376,7 +386,7 @@ def test_squared_difference_uint8_is_refused_and_fails_in_litert():
     with pytest.raises(RuntimeError):
         run_op("SQUARED_DIFFERENCE", [((4,), "uint8", q, None)] * 2, "uint8", q,
                [np.zeros(4, np.uint8)] * 2)
-    assert Q.quant_unsupported("SQUARED_DIFFERENCE", ("uint8",) * 3, (q, q), q) is not None
+    assert quant_unsupported("SQUARED_DIFFERENCE", ("uint8",) * 3, (q, q), q) is not None
 
 
 @pytest.mark.parametrize("op", ["ADD", "MUL", "SUB", "MAXIMUM", "PRELU"])
@@ -397,38 +407,38 @@ def test_binary_scalar_tables_with_a_constant_operand(op, scalar_index):
         options = {"fused_activation_function": 0} if op in ("ADD", "SUB", "MUL") else None
         got = run_op(op, inputs, dtype, qo, [x], options)
         shapes = ((n,), (1,)) if scalar_index == 1 else ((1,), (n,))
-        paths = Q.binary_paths(op, dtype, *shapes)
+        paths = binary_paths(op, dtype, *shapes)
         want = np.empty(n, np.int64)
         for path in np.unique(paths):
-            table = Q.binary_scalar_table(op, q1, q2, qo, scalar, scalar_index, path=int(path))
+            table = binary_scalar_table(op, q1, q2, qo, scalar, scalar_index, path=int(path))
             want[paths == path] = table[x.astype(np.int64) + 128][paths == path]
         assert np.array_equal(got.astype(np.int64), want), (op, scalar_index, n)
 
 
 def test_broadcast_paths_follow_litert_five_fold_decomposition():
-    assert (Q.binary_paths("ADD", "int8", (40,), (40,)).tolist()
+    assert (binary_paths("ADD", "int8", (40,), (40,)).tolist()
             == [ELEMENTWISE_BLOCK] * 32 + [REFERENCE] * 8)
-    rows = Q.binary_paths("ADD", "int8", (3, 20), (20,))
+    rows = binary_paths("ADD", "int8", (3, 20), (20,))
     assert (rows == ([ELEMENTWISE_BLOCK] * 16 + [REFERENCE] * 4)).all()
-    scalar = Q.binary_paths("MUL", "uint8", (2, 1), (2, 10))
+    scalar = binary_paths("MUL", "uint8", (2, 1), (2, 10))
     assert (scalar == ([SCALAR_BLOCK] * 8 + [REFERENCE] * 2)).all()
-    assert not Q.binary_paths("ADD", "int8", (2, 1, 2, 1), (1, 2, 1, 2)).any()   # generic
-    assert not Q.binary_paths("SUB", "int8", (64,), (64,)).any()                 # reference
+    assert not binary_paths("ADD", "int8", (2, 1, 2, 1), (1, 2, 1, 2)).any()   # generic
+    assert not binary_paths("SUB", "int8", (64,), (64,)).any()                 # reference
 
 
 # --------------------------------------------------------------------- refusals, Prepare
 
 def test_quantize_multiplier_matches_the_definition():
-    assert Q.quantize_multiplier(0.5) == (1 << 30, 0)
-    assert Q.quantize_multiplier(1.0) == (1 << 30, 1)
-    assert Q.quantize_multiplier(0.75) == (round(0.75 * 2 ** 31), 0)
-    assert Q.quantize_multiplier(1 - 2 ** -40) == (1 << 30, 1)    # rounds up to 2**31
-    assert Q.quantize_multiplier(2.0 ** -40) == (0, 0)            # shift < -31 flushes
-    assert Q.quantize_multiplier(-0.3)[0] < 0
-    with pytest.raises(Q.QuantError):
-        Q.quantize_multiplier_smaller_than_one_exp(1 - 2 ** -40)
+    assert quantize_multiplier(0.5) == (1 << 30, 0)
+    assert quantize_multiplier(1.0) == (1 << 30, 1)
+    assert quantize_multiplier(0.75) == (round(0.75 * 2 ** 31), 0)
+    assert quantize_multiplier(1 - 2 ** -40) == (1 << 30, 1)    # rounds up to 2**31
+    assert quantize_multiplier(2.0 ** -40) == (0, 0)            # shift < -31 flushes
+    assert quantize_multiplier(-0.3)[0] < 0
+    with pytest.raises(QuantError):
+        quantize_multiplier_smaller_than_one_exp(1 - 2 ** -40)
     for real in np.exp(np.random.default_rng(0).uniform(-20, 20, 200)):
-        m, s = Q.quantize_multiplier(float(real))
+        m, s = quantize_multiplier(float(real))
         assert 1 << 30 <= m < 1 << 31 and abs(m * 2.0 ** (s - 31) / real - 1) < 2 ** -30
 
 
@@ -436,7 +446,7 @@ def test_quantize_multiplier_matches_the_definition():
                                                 (3, (3, 63)), (2, (-7, 13)), (4, (-128, 127)),
                                                 (5, (-128, 127))])
 def test_activation_range_quantized(activation, bounds):
-    assert Q.activation_range_quantized(activation, QParams(0.1, 3, "int8")) == bounds
+    assert activation_range_quantized(activation, QParams(0.1, 3, "int8")) == bounds
 
 
 def single_rounding(x, multiplier, shift):
@@ -450,7 +460,7 @@ def test_the_wheel_rounds_twice_not_once():
     """TFLITE_SINGLE_ROUNDING is unset in the 2.3 wheel: a requantization whose double and
     single rounding differ follows the double rounding (SRDHM then RoundingDivideByPOT)."""
     iq, oq = QParams(0.007, -1), QParams(0.03, 1)
-    p = Q.prepare_requantize(iq, oq)
+    p = prepare_requantize(iq, oq)
     x = iq.codes() - iq.zero_point
     double = fp.multiply_by_quantized_multiplier(x, p.multiplier, p.shift)
     single = single_rounding(x, p.multiplier, p.shift)
@@ -487,7 +497,7 @@ def test_refusals_name_the_reason_and_the_refused_combos_differ_or_fail():
         dtypes = tuple(q.dtype for q in inputs) + (output.dtype,)
         if op == "ADD" and inputs[1].dtype == "uint8":
             dtypes = ("int8", "int8", "int8")
-        reason = Q.quant_unsupported(op, dtypes, inputs, output)
+        reason = quant_unsupported(op, dtypes, inputs, output)
         assert (reason is None) if expected is None else (expected in (reason or "")), \
             (op, reason)
     # LiteRT's Prepare really fails / its Eval really fails on these:
@@ -501,9 +511,9 @@ def test_refusals_name_the_reason_and_the_refused_combos_differ_or_fail():
                          " * 2, 'int8', QParams(1e-7, 0), {'fused_activation_function': 0}))")
     # The position-dependent refusals: LiteRT's output for the same inputs differs by place.
     q1, q2, qo = QParams(1.0, 0), QParams(1.0, 0), QParams(0.02, 100)
-    reason = Q.quant_unsupported("MUL", ("int8",) * 3, (q1, q2), qo)
+    reason = quant_unsupported("MUL", ("int8",) * 3, (q1, q2), qo)
     assert "position dependent" in reason
-    a, b = Q.binary_grid(q1, q2)
+    a, b = binary_grid(q1, q2)
     in_blocks = run_op("MUL", [((65536,), "int8", q1, None), ((65536,), "int8", q2, None)],
                        "int8", qo, [a.astype(np.int8), b.astype(np.int8)],
                        {"fused_activation_function": 0})
@@ -528,8 +538,8 @@ zero_points = st.integers(-128, 127)
 def test_random_scales_binary(s1, z1, s2, z2, so, zo, op, dtype, activation):
     q1, q2 = QParams(s1, shifted(z1, dtype), dtype), QParams(s2, shifted(z2, dtype), dtype)
     qo = QParams(so, shifted(zo, dtype), dtype)
-    if Q.quant_unsupported(op, (dtype,) * 3, (q1, q2), qo, {"activation": activation},
-                           position_aware=True):
+    if quant_unsupported(op, (dtype,) * 3, (q1, q2), qo, {"activation": activation},
+                         position_aware=True):
         return
     check_binary(op, q1, q2, qo, activation, layouts=("same_shape", "scalar_rows", "generic"))
 
@@ -539,15 +549,15 @@ def test_random_scales_binary(s1, z1, s2, z2, so, zo, op, dtype, activation):
        op=st.sampled_from(["TANH", "GELU", "HARD_SWISH", "LEAKY_RELU", "ELU", "QUANTIZE"]),
        dtype=st.sampled_from(["int8", "uint8"]))
 def test_random_scales_unary(si, zi, so, zo, op, dtype):
-    if dtype not in Q.SUPPORTED_DTYPES[op]:
+    if dtype not in QUANT_OPS[op].dtypes:
         return
     iq = QParams(si, shifted(zi, dtype), dtype)
     oq = QParams(so, shifted(zo, dtype), dtype)
     options = {"alpha": 0.3} if op == "LEAKY_RELU" else {"approximate": True} \
         if op == "GELU" else None
-    if Q.quant_unsupported(op, (dtype, dtype), (iq,), oq, options, position_aware=True):
+    if quant_unsupported(op, (dtype, dtype), (iq,), oq, options, position_aware=True):
         return
-    lookup = Q.unary_lookup(op, iq, oq, options)
+    lookup = unary_lookup(op, iq, oq, options)
     got = run_op(op, [((256,), dtype, iq, None)], dtype, oq, [codes(dtype)], options)
     assert np.array_equal(got, lookup.table_at(0, 256))
 
@@ -569,9 +579,9 @@ def test_a_chain_of_unary_ops_composes_into_per_region_tables():
     for index, q in zip((x, r, t, y), (q0, q1, q2, q3)):
         model.subgraphs[0].tensors[index].quantization = _quantization(q)
     it = interpreter(write_model(model))
-    lookups = [Q.unary_lookup("QUANTIZE", q0, q1), Q.unary_lookup("TANH", q1, q2),
-               Q.unary_lookup("QUANTIZE", q2, q3)]
-    regions = Q.chain_regions(lookups, 37)
+    lookups = [unary_lookup("QUANTIZE", q0, q1), unary_lookup("TANH", q1, q2),
+               unary_lookup("QUANTIZE", q2, q3)]
+    regions = chain_regions(lookups, 37)
     assert [(start, stop) for start, stop, _ in regions] == [(0, 32), (32, 37)]
     for start in range(0, 256, 37):
         values = np.resize(codes("int8")[start:], 37)
@@ -584,12 +594,12 @@ def test_a_chain_of_unary_ops_composes_into_per_region_tables():
 # ------------------------------------------------------- numba: same helpers, compiled
 
 def compiled_loop(helper: str, args: tuple) -> callable:
-    """An @njit loop calling codegen.fixedpoint.<helper>(a[i], b[i], *literal args), as a
+    """An @njit loop calling the QCALL helper <helper>(a[i], b[i], *literal args), as a
     generated kernel would (constants as literals)."""
     literal = ", ".join(repr(a) for a in args)
     source = (f"def loop(a, b, out):\n    for i in range(out.shape[0]):\n"
-              f"        out[i] = fp.{helper}(a[i], b[i]{', ' if literal else ''}{literal})\n")
-    scope = {"fp": fp, "np": np}
+              f"        out[i] = {helper}(a[i], b[i]{', ' if literal else ''}{literal})\n")
+    scope = {**QCALL_HELPERS, "np": np}
     exec(source, scope)
     return njit(error_model="numpy")(scope["loop"])
 
@@ -605,43 +615,43 @@ def compiled_loop(helper: str, args: tuple) -> callable:
 def test_numba_helpers_equal_numpy_on_all_pairs(op, dtype, path):
     q1, q2 = QParams(0.05, shifted(3, dtype), dtype), QParams(0.03, shifted(-7, dtype), dtype)
     qo = QParams(0.011, shifted(2, dtype), dtype)
-    prepared = Q.prepare_binary(op, q1, q2, qo, {"activation": 3})
-    name, args = Q.binary_call(op, prepared, dtype, path)
-    a, b = Q.binary_grid(q1, q2)
+    prepared = prepare_binary(op, q1, q2, qo, {"activation": 3})
+    name, args = binary_call(op, prepared, dtype, path)
+    a, b = binary_grid(q1, q2)
     a, b = a.astype(NP[dtype]), b.astype(NP[dtype])
     out = np.empty(a.size, NP[dtype])
     compiled_loop(name, args)(a, b, out)
-    assert np.array_equal(out, Q.binary(op, a, b, prepared, dtype, path))
+    assert np.array_equal(out, binary(op, a, b, prepared, dtype, path))
 
 
 @pytest.mark.parametrize("path", [REFERENCE, ELEMENTWISE_BLOCK])
 def test_numba_quantize_dequantize_requantize_equal_numpy(path):
     oq = QParams(0.05, -7, "int8")
     x = special_floats(oq.scale)
-    name, args = Q.unary_call("QUANTIZE", None, oq, path)
+    name, args = unary_call("QUANTIZE", None, oq, path)
     out = np.empty(x.size, np.int8)
     unary_loop(name, args)(x, out)
-    assert np.array_equal(out, Q.quantize(x, oq, path))
+    assert np.array_equal(out, quantize(x, oq, path))
     iq = QParams(0.03, -3, "int8")
     for op, output, out_dtype in (("DEQUANTIZE", None, np.int32), ("QUANTIZE", oq, np.int8)):
-        name, args = Q.unary_call(op, iq, output, path)
+        name, args = unary_call(op, iq, output, path)
         out = np.empty(256, np.float32 if op == "DEQUANTIZE" else np.int8)
         unary_loop(name, args)(codes("int8"), out)
-        want = Q.unary_table(op, iq, output, path=path)
+        want = unary_table(op, iq, output, path=path)
         assert np.array_equal(out.view(out_dtype), want.view(out_dtype))
 
 
 def unary_loop(helper: str, args: tuple) -> callable:
-    scope = {"fp": fp, "np": np}
+    scope = {**QCALL_HELPERS, "np": np}
     exec(f"def loop(x, out):\n    for i in range(x.shape[0]):\n"
-         f"        out[i] = fp.{helper}(x[i], {', '.join(map(repr, args))})\n", scope)
+         f"        out[i] = {helper}(x[i], {', '.join(map(repr, args))})\n", scope)
     return njit(error_model="numpy")(scope["loop"])
 
 
 def test_the_add_helper_vectorises_and_calls_nothing():
     q = QParams(0.05, 3)
-    prepared = Q.prepare_add(q, QParams(0.03, -7), QParams(0.06, 2), 3)
-    name, args = Q.binary_call("ADD", prepared, "int8", REFERENCE)
+    prepared = prepare_add(q, QParams(0.03, -7), QParams(0.06, 2), 3)
+    name, args = binary_call("ADD", prepared, "int8", REFERENCE)
     loop = compiled_loop(name, args)
     a = np.zeros(1024, np.int8)
     loop(a, a, np.empty(1024, np.int8))
@@ -728,7 +738,7 @@ def random_binary_params(rng, op: str, dtype: str) -> tuple:
             else max(s1, s2) * 10 ** rng.uniform(-5, -2)
     else:
         so = 10 ** rng.uniform(-4, 2)
-    lo, hi = Q.DTYPE_RANGES[dtype]
+    lo, hi = DTYPE_RANGES[dtype]
     z1, z2, zo = (int(rng.integers(lo, hi + 1)) for _ in range(3))
     return (QParams(s1, z1, dtype), QParams(s2, z2, dtype),
             QParams(float(np.float32(so)), zo, dtype), int(rng.integers(0, 4)))
@@ -740,10 +750,10 @@ def supported_binary_cases(rng, op: str, dtype: str):
     while True:
         q1, q2, qo, activation = random_binary_params(rng, op, dtype)
         params = {"activation": activation}
-        if Q.quant_unsupported(op, (dtype,) * 3, (q1, q2), qo, params, position_aware=True):
+        if quant_unsupported(op, (dtype,) * 3, (q1, q2), qo, params, position_aware=True):
             continue
-        a, b = (x.astype(np.int64) for x in Q.binary_grid(q1, q2))
-        yield q1, q2, qo, activation, Q.prepare_binary(op, q1, q2, qo, params), a, b
+        a, b = (x.astype(np.int64) for x in binary_grid(q1, q2))
+        yield q1, q2, qo, activation, prepare_binary(op, q1, q2, qo, params), a, b
 
 
 @pytest.mark.parametrize("op, dtype, path", [
@@ -759,8 +769,8 @@ def test_int32_helpers_equal_the_int64_definitions_on_all_pairs(op, dtype, path)
     left_shifts = 0
     for q1, q2, qo, activation, prepared, a, b in itertools.islice(
             supported_binary_cases(rng, op, dtype), 200):
-        name, args = Q.binary_call(op, prepared, dtype, path)
-        got = getattr(fp, name)(a, b, *args)
+        name, args = binary_call(op, prepared, dtype, path)
+        got = QCALL_HELPERS[name](a, b, *args)
         want = INT64_DEFINITIONS[name](a, b, *args)
         assert np.array_equal(got, want), (op, dtype, path, q1, q2, qo, activation)
         left_shifts += op == "MUL" and prepared.output_shift > 13
@@ -777,11 +787,11 @@ def test_binary_parts_compose_to_the_whole_helper(op, dtype, path):
     rng = np.random.default_rng(list(f"parts {op} {dtype} {path}".encode()))
     outputs, ties = set(), set()
     for *_, prepared, a, b in itertools.islice(supported_binary_cases(rng, op, dtype), 20):
-        (in1, args1), (in2, args2), (out, args) = Q.binary_parts(op, prepared, dtype, path)
-        x1, x2 = getattr(fp, in1)(a, *args1), getattr(fp, in2)(b, *args2)
+        (in1, args1), (in2, args2), (out, args) = binary_parts(op, prepared, dtype, path)
+        x1, x2 = QCALL_HELPERS[in1](a, *args1), QCALL_HELPERS[in2](b, *args2)
         assert x1.dtype == x2.dtype == np.int32
-        name, whole = Q.binary_call(op, prepared, dtype, path)
-        assert np.array_equal(getattr(fp, out)(x1, x2, *args), getattr(fp, name)(a, b, *whole))
+        name, whole = binary_call(op, prepared, dtype, path)
+        assert np.array_equal(QCALL_HELPERS[out](x1, x2, *args), QCALL_HELPERS[name](a, b, *whole))
         outputs.add(out)
         ties |= {args[-1]} if out == "add_block_output_quadrupled" else set()
     if op == "ADD" and path != REFERENCE:      # tiny output scales wrap in int16, others not;
@@ -797,16 +807,16 @@ def test_add_blocks_keep_the_tie_correction_where_a_tie_is_met(scales, ties_reac
     meet negative ties, so the quadrupled ADD keeps its correction; the plain shift is the
     input of the larger scale, first or second."""
     s1, s2, so = scales
-    prepared = Q.prepare_binary("ADD", QParams(s1, -5), QParams(s2, 0), QParams(so, 2),
-                                {"activation": 0})
-    parts = Q.binary_parts("ADD", prepared, "int8", ELEMENTWISE_BLOCK)
+    prepared = prepare_binary("ADD", QParams(s1, -5), QParams(s2, 0), QParams(so, 2),
+                              {"activation": 0})
+    parts = binary_parts("ADD", prepared, "int8", ELEMENTWISE_BLOCK)
     assert parts[2][0] == "add_block_output_quadrupled" and parts[2][1][-1] == ties_reached
     assert parts[0 if s1 > s2 else 1][0] == "shifted_code_int32"
-    a, b = (x.astype(np.int64) for x in Q.binary_grid(QParams(s1, -5), QParams(s2, 0)))
+    a, b = (x.astype(np.int64) for x in binary_grid(QParams(s1, -5), QParams(s2, 0)))
     (in1, args1), (in2, args2), (out, args) = parts
-    got = getattr(fp, out)(getattr(fp, in1)(a, *args1), getattr(fp, in2)(b, *args2), *args)
-    name, whole = Q.binary_call("ADD", prepared, "int8", ELEMENTWISE_BLOCK)
-    assert np.array_equal(got, getattr(fp, name)(a, b, *whole))
+    got = QCALL_HELPERS[out](QCALL_HELPERS[in1](a, *args1), QCALL_HELPERS[in2](b, *args2), *args)
+    name, whole = binary_call("ADD", prepared, "int8", ELEMENTWISE_BLOCK)
+    assert np.array_equal(got, QCALL_HELPERS[name](a, b, *whole))
 
 
 @pytest.mark.parametrize("scales", [(0.04, 0.03, 0.06), (0.0437, 0.0291, 0.0613)])
@@ -817,16 +827,16 @@ def test_add_blocks_in_int16_lanes_equal_the_whole_helper(scales, once):
     composed, the three parts equal `binary_call`'s helper on all 65536 pairs."""
     s1, s2, so = scales
     q1, q2 = QParams(s1, -5), QParams(s2, 0)
-    prepared = Q.prepare_binary("ADD", q1, q2, QParams(so, 2), {"activation": 0})
-    parts = Q.binary_parts("ADD", prepared, "int8", ELEMENTWISE_BLOCK, once)
+    prepared = prepare_binary("ADD", q1, q2, QParams(so, 2), {"activation": 0})
+    parts = binary_parts("ADD", prepared, "int8", ELEMENTWISE_BLOCK, once)
     assert parts[once][0] == "LUT" and parts[1 - once][0] == "code_times_128_int16"
-    a, b = Q.binary_grid(q1, q2)
+    a, b = binary_grid(q1, q2)
     x1, x2 = (np.array(args[0], np.int32)[codes.astype(np.int64) + 128] if name == "LUT"
-              else getattr(fp, name)(codes, *args)
+              else QCALL_HELPERS[name](codes, *args)
               for codes, (name, args) in zip((a, b), parts))
-    name, whole = Q.binary_call("ADD", prepared, "int8", ELEMENTWISE_BLOCK)
-    assert np.array_equal(getattr(fp, parts[2][0])(x1, x2, *parts[2][1]),
-                          getattr(fp, name)(a.astype(np.int64), b.astype(np.int64), *whole))
+    name, whole = binary_call("ADD", prepared, "int8", ELEMENTWISE_BLOCK)
+    assert np.array_equal(QCALL_HELPERS[parts[2][0]](x1, x2, *parts[2][1]),
+                          QCALL_HELPERS[name](a.astype(np.int64), b.astype(np.int64), *whole))
 
 
 def test_doubling_high_mul_rounded_int32_equals_the_two_roundings():
@@ -858,13 +868,13 @@ def test_numba_int32_helpers_equal_the_int64_definitions(op, dtype, path):
              "SUB": [(0.05, 0.03, 0.06), (0.5, 0.01, 1e-5)],
              "MUL": [(0.05, 0.03, 0.06), (0.5, 0.25, 0.5 * 0.25 / 2 ** 14.5),
                      (1.0, 1.0, 2 ** -15.5), (0.02, 0.3, 1e-3)]}[op]
-    lo = Q.DTYPE_RANGES[dtype][0]
+    lo = DTYPE_RANGES[dtype][0]
     for k, (s1, s2, so) in enumerate(cases):
         q1, q2 = QParams(s1, lo + 120 + k, dtype), QParams(s2, lo + 131 - k, dtype)
         qo = QParams(float(np.float32(so)), lo + 126, dtype)
-        prepared = Q.prepare_binary(op, q1, q2, qo, {"activation": k % 4})
-        name, args = Q.binary_call(op, prepared, dtype, path)
-        a, b = (x.astype(NP[dtype]) for x in Q.binary_grid(q1, q2))
+        prepared = prepare_binary(op, q1, q2, qo, {"activation": k % 4})
+        name, args = binary_call(op, prepared, dtype, path)
+        a, b = (x.astype(NP[dtype]) for x in binary_grid(q1, q2))
         out = np.empty(a.size, NP[dtype])
         compiled_loop(name, args)(a, b, out)
         want = INT64_DEFINITIONS[name](a.astype(np.int64), b.astype(np.int64), *args)
@@ -913,9 +923,9 @@ def test_kernel_helpers_compute_in_32_bit_lanes(op, dtype, path):
     """No packed 64-bit arithmetic in the loop: the only 64-bit products are vpmuldq's
     (even/odd lanes of a high multiply), so each register holds 16 lanes (AVX-512) or 8."""
     q1, q2 = QParams(0.05, shifted(3, dtype), dtype), QParams(0.03, shifted(-7, dtype), dtype)
-    prepared = Q.prepare_binary(op, q1, q2, QParams(0.06, shifted(2, dtype), dtype),
-                                {"activation": 0})
-    loop = compiled_loop(*Q.binary_call(op, prepared, dtype, path))
+    prepared = prepare_binary(op, q1, q2, QParams(0.06, shifted(2, dtype), dtype),
+                              {"activation": 0})
+    loop = compiled_loop(*binary_call(op, prepared, dtype, path))
     a = np.zeros(1024, NP[dtype])
     loop(a, a, np.empty(1024, NP[dtype]))
     asm = loop.inspect_asm(loop.signatures[0])

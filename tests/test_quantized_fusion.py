@@ -1,6 +1,6 @@
 """Quantized partitions in the real interpreter, bit for bit against LiteRT's builtin kernels.
 
-codegen.quant's semantics are tested op by op in tests/test_quant.py; here the whole path runs:
+codegen.quant_*'s semantics are tested op by op in tests/test_quant.py; here the whole path runs:
 claims, lowering to tables and fixed-point calls (codegen.lower), composed tables, the byte
 lookup nests (codegen.lut), int8 next to float32 in one kernel, the generated source.
 """
@@ -12,7 +12,8 @@ import pytest
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
-from codegen import quant
+from codegen.qparams import QParams
+from codegen.quant_support import quant_unsupported
 from conftest import builtin_interpreter, run
 from fusion_delegate import FusionDelegate
 from fusion_delegate.model import ModelBuilder, Quantization
@@ -60,9 +61,9 @@ def test_every_unary_op_over_all_256_inputs(cache_dir, op, scales):
     model = b.to_bytes()
     delegate, interpreter = delegated(model, cache_dir, min_nodes_per_partition=1)
     reasons = [c.reason for c in delegate.claims.values()]
-    expected = quant.quant_unsupported(op, ["int8", "int8"], [quant.QParams(s_in, z_in)],
-                                       quant.QParams(s_out, z_out), OPTIONS.get(op),
-                                       position_aware=True)
+    expected = quant_unsupported(op, ["int8", "int8"], [QParams(s_in, z_in)],
+                                 QParams(s_out, z_out), OPTIONS.get(op),
+                                 position_aware=True)
     assert reasons == [expected]
     if expected is None:
         assert "lookup_bytes(" in delegate.kernels[0].kernel.source

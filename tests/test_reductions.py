@@ -12,11 +12,13 @@ import pytest
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
-from codegen import quant
+from codegen.qparams import QParams
+from codegen.composites import expand
 from codegen.ir import KernelIR, Op, Value
 from codegen.nests import ElementwiseNest, RowsNest
 from codegen.ops import KERNEL_OPS, OPS
-from codegen.reduce import expand
+from codegen.composites import expand
+from codegen.quant_rows import reduction_unsupported
 from codegen.render import TensorTableLayout
 from codegen.schedule import plan
 from conftest import HOST, builtin_interpreter, kernel_source, run, same_bits
@@ -334,7 +336,7 @@ def test_softmax_exp_is_exp_fast_where_normal_and_flushes_below():
     normal, within 2^-126 of it below (+0 under 2^-126.5), +0 for -inf, NaN for NaN."""
     from numba import njit
 
-    from codegen.mathf32 import _exp_nonpositive_fast5, exp_fast_f32
+    from codegen.mathf32_fast import _exp_nonpositive_fast5, exp_fast_f32
 
     @njit
     def both(xs):
@@ -544,7 +546,7 @@ def quantized_reductions(draw):
     # HARD_SWISH's Prepare needs its output scale above its input's / 128: take its input's.
     b.output(r, b.op("HARD_SWISH", [r], quantization=qp(out[0], low + 10)))
     # As the delegate reads them from the runtime: float32 scales.
-    q_in, q_out = (quant.QParams(float(np.float32(s)), z, dtype.__name__)
+    q_in, q_out = (QParams(float(np.float32(s)), z, dtype.__name__)
                    for s, z in ((scale, zero), out))
     return b.to_bytes(), dtype, (name, q_in, q_out, shape, axes, keep)
 
@@ -552,11 +554,11 @@ def quantized_reductions(draw):
 @SETTINGS
 @given(case=quantized_reductions(), seed=st.integers(0, 2**32 - 1))
 def test_random_quantized_reductions_match_builtin_kernels_bit_for_bit(case, seed, cache_dir):
-    """Claimed wherever codegen.quant says the kernel reproduces LiteRT's (with
+    """Claimed wherever codegen.quant_rows says the kernel reproduces LiteRT's (with
     min_speedup=0), and then equal to the builtin kernels on 1 and 2 threads."""
     model, dtype, where = case
     shape = where[3]
-    expected = quant.reduction_unsupported(*where)
+    expected = reduction_unsupported(*where)
     rng = np.random.default_rng(seed)
     for threads in (1, 2):
         delegate = FusionDelegate(cache_dir=cache_dir, min_speedup=0.0, num_threads=threads,

@@ -7,7 +7,7 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
-from codegen import quant
+from codegen.quant_ops import ELEMENTWISE_OPS, QUANT_OPS, XNNPACK_INT8
 from codegen.chains import approximate_chains
 from codegen.ops import OPS, TRANSCENDENTAL
 from codegen.pipeline import build
@@ -16,7 +16,7 @@ from fusion_delegate import FusionDelegate, worth
 from fusion_delegate.context import Partition
 from fusion_delegate.features import (CostKey, Cut, NestTraffic, PartitionFeatures, PlanNode,
                                       broadcast_run, cost_keys, cut_around, nest_traffic)
-from fusion_delegate.fusion import LAYOUT, XNNPACK_QUANTIZED
+from fusion_delegate.fusion import LAYOUT
 from fusion_delegate.model import ModelBuilder, Quantization, read_model
 from fusion_delegate.policy import MIN_SAVING_US
 from fusion_delegate.runtime import Interpreter
@@ -284,15 +284,15 @@ def quantized_op_model(name: str) -> bytes:
     return b.to_bytes()
 
 
-@pytest.mark.parametrize("name", sorted(name for name, dtypes in quant.SUPPORTED_DTYPES.items()
-                                        if "int8" in dtypes))
+@pytest.mark.parametrize("name", sorted(name for name in ELEMENTWISE_OPS
+                                        if "int8" in QUANT_OPS[name].dtypes))
 def test_the_quantized_ops_xnnpack_runs_are_those_litert_hands_it(name):
     """LiteRT's execution plan once XNNPACK is applied: a DELEGATE node where XNNPACK took the
     op, the op itself where the builtin kernel runs it."""
     interpreter = Interpreter(model_content=quantized_op_model(name))
     interpreter.allocate_tensors()
     taken = "DELEGATE" in [op["op_name"] for op in interpreter._get_ops_details()]
-    assert taken == (name in XNNPACK_QUANTIZED)
+    assert taken == (name in XNNPACK_INT8)
 
 
 def test_a_partition_after_a_builtin_kernel_prices_litert_at_one_thread_and_half_the_cut():
@@ -331,7 +331,7 @@ def test_a_gate_after_a_builtin_kernel_is_priced_with_litert_at_one_thread():
 def test_calibration_separates_the_int8_tables_xnnpack_folds_when_chained():
     """Five int8 LOGISTICs cost XNNPACK what one does: their LiteRT chain alternates with an
     int8 ADD, whose measured cost perf/calibrate.py takes off."""
-    assert set(calibrate.SEPARATED) == {f"{name}/int8" for name in XNNPACK_QUANTIZED
+    assert set(calibrate.SEPARATED) == {f"{name}/int8" for name in XNNPACK_INT8
                                         if name in OPS and OPS[name].arity == 1}
     def ops(model: bytes) -> list[str]:
         return [op.op for op in read_model(model).subgraphs[0].operators]
