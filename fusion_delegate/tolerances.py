@@ -104,15 +104,21 @@ def op_bound(name: str, args: list[np.ndarray], errs: list[np.ndarray], y: np.nd
                 # rounding by one ulp of the difference.
                 d = np.abs(args[0] - args[1])
                 deviation += 2 * d * ulp32(d) + ulp32(d) ** 2
-        tolerance = spec.tolerance_for(params, precision)
-        bound = deviation + tolerance.ulp * ulp32(y64) + tolerance.abs
+        bound = deviation + budget(spec.tolerance_for(params, precision), y64)
         if name == "HARD_SWISH":
             # Above FLT_MAX / 6 LiteRT's scalar tail overflows to +inf and its blocks do not
             # (test_hard_swish_above_flt_max_over_6_follows_the_blocks_and_xnnpack).
             bound = np.where(args[0] > FLT_MAX / 6, np.inf, bound)
         if chain is not None:
-            bound = np.fmax(bound, chain.ulp * ulp32(y64) + chain.abs)
+            bound = np.fmax(bound, budget(chain, y64))
     return bound
+
+
+def budget(tolerance: Tolerance, y: np.ndarray) -> np.ndarray:
+    """A tolerance as an absolute bound at each of LiteRT's results `y` (0 where it is exact,
+    infinities included)."""
+    ulps = tolerance.ulp * ulp32(y) if tolerance.ulp else np.zeros(np.shape(y))
+    return ulps + tolerance.abs
 
 
 def error_bounds(ops: Iterable[OpUse], values: dict[int, np.ndarray], precision: str = "exact",
