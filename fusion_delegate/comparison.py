@@ -164,6 +164,7 @@ class Checker:
         self.chains = chain_tolerances(delegate)
         self.partitions = [self._partition(number, p)
                            for number, p in enumerate(delegate.last_partitions)]
+        self._by_number = {p.number: p for p in self.partitions}
 
     def _reference_run(self, make):
         try:
@@ -172,8 +173,10 @@ class Checker:
             raise NotCheckable(f"the reference ({RESOLVER_LABELS[self.reference]}) cannot "
                                f"run this model: {error}") from error
 
-    def _partition(self, number: int, partition) -> Partition:
+    def _partition(self, order: int, partition) -> Partition:
         nodes = tuple(sorted(partition.nodes))
+        claim = self.test.delegate.claims.get(nodes[0])
+        number = claim.partition if claim is not None and claim.partition is not None else order
         inputs = [t for t in partition.inputs if self.graph.tensors[t].data is None]
         cut = cut_partition(self.model, nodes, partition.inputs, partition.outputs)
         alone = replace(self.options, min_speedup=0.0, exclude_nodes="",
@@ -186,6 +189,10 @@ class Checker:
     @property
     def precision(self) -> str:
         return self.options.precision
+
+    def partition(self, number: int) -> Partition:
+        """The partition `inspect` and the kernels' names number `number`."""
+        return self._by_number[number]
 
     def compare(self, inputs: Sequence[np.ndarray]) -> Comparison:
         """Every verdict for these inputs (checked against the model's inputs first)."""
@@ -210,7 +217,7 @@ class Checker:
         bounds = graph_bounds(self.graph, values, delegated, self.precision, chains)
         if self.reference != "builtin":
             # The reference is itself off the builtin kernels the tolerances are stated
-            # against: allow its own difference on both sides.
+            # against, and the test runs the nodes it leaves on the reference's kernels.
             wants = infer(self.plain, inputs)
         else:
             wants = [values[t] for t in self.graph.outputs]
@@ -218,9 +225,7 @@ class Checker:
         for t, g, want in zip(self.graph.outputs, got, wants):
             bound = np.broadcast_to(bounds.get(t, 0.0), want.shape)
             if self.reference != "builtin":
-                with np.errstate(invalid="ignore"):
-                    own = np.abs(want.astype(np.float64) - values[t].astype(np.float64))
-                bound = bound + 2 * np.nan_to_num(own, nan=np.inf)
+                bound = bound + 2 * own_difference(want, values[t])
             verdicts.append(judge(f"output '{self.graph.tensors[t].name}'", g, want, bound))
         return verdicts
 
@@ -240,6 +245,16 @@ class Checker:
                                                chain_tolerances(runner.delegate))):
                 return p.number
         return None
+
+
+def own_difference(reference: np.ndarray, builtin: np.ndarray) -> float:
+    """How far a reference's output is from the builtin kernels' at worst (NaN on one side:
+    inf): allowed on either side of the reference at every element, so that the rounding
+    differences of its kernels (XNNPACK's int8 requantization, its float reductions) pass
+    wherever they land after the delegate's partitions change which kernels run."""
+    with np.errstate(invalid="ignore"):
+        own = np.abs(reference.astype(np.float64) - builtin.astype(np.float64))
+    return float(np.nan_to_num(own, nan=np.inf).max(initial=0.0))
 
 
 def build_oracle(model: bytes):

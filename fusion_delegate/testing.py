@@ -28,6 +28,7 @@ from hypothesis import strategies as st
 from .comparison import Checker, Comparison, NotCheckable
 from .model import Model, read_model
 from .options import FusionOptions
+from .tools.runner import RESOLVER_LABELS
 
 __all__ = ["EDGE_VALUES", "NotCheckable", "assert_equivalent", "checker", "input_specs",
            "tensor_inputs"]
@@ -200,12 +201,13 @@ def assert_equivalent(model, inputs: Sequence[np.ndarray], reference: str = "bui
 
 def report(check: Checker, comparison: Comparison) -> list[str]:
     """numpy.testing-style lines: what is not equivalent, where, by how much."""
-    lines = [f"Not equivalent to {check.reference} kernels (precision={check.precision}):"]
+    lines = [f"Not equivalent to {RESOLVER_LABELS[check.reference]} "
+             f"(precision={check.precision}):"]
     for verdict in comparison.verdicts:
         if not verdict.ok:
             lines += verdict.lines()
     if comparison.blame is not None:
-        p = check.partitions[comparison.blame]
+        p = check.partition(comparison.blame)
         lines.append(f"partition {p.number} (nodes {','.join(map(str, p.nodes))}: "
                      f"{' '.join(p.ops)}) is responsible; to run without it pass "
                      f"exclude_nodes=\"{','.join(map(str, p.nodes))}\"")

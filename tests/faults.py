@@ -21,6 +21,9 @@ BLOCK = 16
 KINDS = ("round", "negzero", "tail_lsb")
 #: Ops whose expression is plain float32 arithmetic, which `round` can evaluate in float64.
 ROUNDABLE = ("ADD", "SUB", "MUL", "DIV", "SQUARED_DIFFERENCE", "SQUARE")
+#: Ops that give -0.0 for some inputs, so that `negzero` can show.
+SIGNED_ZERO = ("MUL", "HARD_SWISH", "NEG", "DIV", "ADD", "SUB", "TANH", "GELU", "LEAKY_RELU",
+               "PRELU", "ELU", "MINIMUM", "MAXIMUM")
 
 
 def inject(fault: str) -> None:

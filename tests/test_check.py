@@ -171,6 +171,7 @@ def test_assert_equivalent_reports_inputs_that_do_not_fit():
                           options={"cache_dir": "", "min_speedup": 0.0})
 
 
+@pytest.mark.filterwarnings("ignore::hypothesis.errors.NonInteractiveExampleWarning")
 def test_float_strategy_mixes_in_edge_values():
     strategy = tensor_inputs(mul_add_model())
     seen = np.concatenate([a.reshape(-1) for _ in range(60) for a in strategy.example()])
