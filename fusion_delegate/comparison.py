@@ -10,13 +10,13 @@ partition excluded (the `exclude_nodes` option).
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from collections.abc import Sequence
 
 import numpy as np
 
 from .errors import FusionDelegateError
-from .model import dtype_name, read_model, write_model
+from .model import Subgraph, dtype_name, read_model, write_model
 from .options import FusionOptions
 from .tolerances import beyond, distance, graph_bounds, ulp32
 from .tools.cut import cut_partition
@@ -111,6 +111,7 @@ class Comparison:
     outputs: list[TensorVerdict]
     partitions: dict[int, list[TensorVerdict]]
     blame: int | None = None
+    edits: dict[int, Edits] = field(default_factory=dict)
 
     @property
     def ok(self) -> bool:
@@ -131,14 +132,39 @@ class Comparison:
 
 @dataclass
 class Partition:
-    """A delegated partition, and the same nodes cut out as a model of their own."""
+    """A delegated partition, and the same nodes cut out as a model of their own: run fused
+    and on the builtin kernels keeping every tensor, fed what the model's reference computes
+    at the partition's inputs (or that with elements replaced)."""
     number: int
     nodes: tuple[int, ...]
     ops: tuple[str, ...]
-    inputs: list[int]                  # the non-constant ones, the cut model's inputs
+    inputs: list[int]                  # the non-constant ones, the cut model's inputs, in order
     outputs: tuple[int, ...]
-    runner: Runner
-    delegated: set[int]                # nodes the cut's delegate claimed, as original indices
+    model: bytes                       # the cut
+    graph: Subgraph                    # the cut's, in its own tensor and node numbering
+    runner: Runner                     # the cut, delegated
+    oracle: object                     # the cut on the builtin kernels, every tensor kept
+    delegated: set[int]                # the cut's nodes its delegate claimed
+    chains: dict
+
+    @property
+    def label(self) -> str:
+        return f"partition {self.number} (nodes {','.join(map(str, self.nodes))}: " \
+            f"{' '.join(self.ops)})"
+
+
+#: Elements of a partition's inputs replaced before it runs: (input, flat index, value).
+Edits = list[tuple[int, int, float]]
+
+
+def edited(arrays: list[np.ndarray], edits: Edits) -> list[np.ndarray]:
+    """Copies of `arrays` with `edits` applied (indices wrap around each array's size)."""
+    arrays = [a.copy() for a in arrays]
+    for k, index, value in edits:
+        array = arrays[k % len(arrays)]
+        if array.size:
+            array.reshape(-1)[index % array.size] = value
+    return arrays
 
 
 class Checker:
@@ -179,12 +205,21 @@ class Checker:
         number = claim.partition if claim is not None and claim.partition is not None else order
         inputs = [t for t in partition.inputs if self.graph.tensors[t].data is None]
         cut = cut_partition(self.model, nodes, partition.inputs, partition.outputs)
+        data = write_model(cut)
         alone = replace(self.options, min_speedup=0.0, exclude_nodes="",
                         max_delegated_partitions=0, min_nodes_per_partition=1)
-        runner = build(write_model(cut), fuse=alone, resolver="builtin")
-        claimed = {nodes[i] for i, c in runner.delegate.claims.items() if c.reason is None}
+        runner = build(data, fuse=alone, resolver="builtin")
+        claimed = {i for i, c in runner.delegate.claims.items() if c.reason is None}
         ops = tuple(self.graph.operators[n].op for n in nodes)
-        return Partition(number, nodes, ops, inputs, tuple(partition.outputs), runner, claimed)
+        return Partition(number, nodes, ops, inputs, tuple(partition.outputs), data,
+                         cut.subgraphs[0], runner, build_oracle(data), claimed,
+                         chain_tolerances(runner.delegate))
+
+    def partition_inputs(self, comparison: Comparison, number: int) -> list[np.ndarray]:
+        """What partition `number` was fed in `comparison`: its cut model's inputs."""
+        p = self.partition(number)
+        values = tensors(self.oracle, comparison.inputs)
+        return edited([values[t] for t in p.inputs], comparison.edits.get(number, []))
 
     @property
     def precision(self) -> str:
@@ -194,21 +229,25 @@ class Checker:
         """The partition `inspect` and the kernels' names number `number`."""
         return self._by_number[number]
 
-    def compare(self, inputs: Sequence[np.ndarray]) -> Comparison:
-        """Every verdict for these inputs (checked against the model's inputs first)."""
+    def compare(self, inputs: Sequence[np.ndarray],
+                edits: dict[int, Edits] | None = None) -> Comparison:
+        """Every verdict for these inputs; `edits`: elements to replace in what a partition
+        (by number) is fed, which reaches inputs no model input leads to."""
         inputs = conform(self.test.interpreter, inputs)
+        edits = {n: e for n, e in (edits or {}).items() if e}
         values = tensors(self.oracle, inputs)
         got = infer(self.test.interpreter, inputs)
         outputs = self._outputs(got, values, inputs, self.delegated, self.chains)
         partitions = {}
         for p in self.partitions:
-            fused = infer(p.runner.interpreter, [values[t] for t in p.inputs])
-            bounds = graph_bounds(self.graph, values, p.delegated, self.precision, self.chains,
-                                  p.nodes)
+            fed = edited([values[t] for t in p.inputs], edits.get(p.number, []))
+            fused = infer(p.runner.interpreter, fed)
+            cut_values = tensors(p.oracle, fed)
+            bounds = graph_bounds(p.graph, cut_values, p.delegated, self.precision, p.chains)
             partitions[p.number] = [
-                judge(f"partition {p.number} output '{self.graph.tensors[t].name}'", g,
-                      values[t], bounds.get(t, 0.0)) for t, g in zip(p.outputs, fused)]
-        comparison = Comparison(list(inputs), outputs, partitions)
+                judge(f"partition {p.number} output '{p.graph.tensors[t].name}'", g,
+                      cut_values[t], bounds.get(t, 0.0)) for t, g in zip(p.graph.outputs, fused)]
+        comparison = Comparison(list(inputs), outputs, partitions, edits=edits)
         failing = comparison.failing_partitions()
         comparison.blame = failing[0] if failing else None
         return comparison

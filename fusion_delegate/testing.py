@@ -25,13 +25,13 @@ from collections.abc import Sequence
 import numpy as np
 from hypothesis import strategies as st
 
-from .comparison import Checker, Comparison, NotCheckable
+from .comparison import Checker, Comparison, Edits, NotCheckable
 from .model import Model, read_model
 from .options import FusionOptions
 from .tools.runner import RESOLVER_LABELS
 
 __all__ = ["EDGE_VALUES", "NotCheckable", "assert_equivalent", "checker", "input_specs",
-           "tensor_inputs"]
+           "partition_edits", "tensor_inputs"]
 
 FLT_MAX = float(np.finfo(np.float32).max)
 #: Float values where kernels take other paths: NaN, infinities, signed zeros, subnormals, the
@@ -146,6 +146,28 @@ def tensor_inputs(model, seeds: Sequence[Sequence[np.ndarray]] = ()
                      ).map(list)
 
 
+def partition_edits(check: Checker) -> st.SearchStrategy[dict[int, Edits]]:
+    """Per partition of `check`, elements of what it is fed to replace (edge values and codes,
+    often in the tail): inputs of a partition that no model input may lead to, but on which
+    its kernel must still agree with LiteRT's."""
+    by_partition = {}
+    for p in check.partitions:
+        choices = []
+        for k, t in enumerate(p.graph.inputs):
+            tensor = p.graph.tensors[t]
+            size, dtype = math.prod(tensor.shape), np.dtype(tensor.dtype)
+            if not size or dtype.kind not in "fiu":
+                continue
+            info = np.iinfo(dtype) if dtype.kind in "iu" else None
+            values = st.integers(int(info.min), int(info.max)) if info else float_values()
+            index = st.one_of(st.integers(max(0, size - TAIL), size - 1),
+                              st.integers(0, size - 1))
+            choices.append(st.tuples(st.just(k), index, values))
+        if choices:
+            by_partition[p.number] = st.lists(st.one_of(*choices), max_size=MAX_EDITS)
+    return st.fixed_dictionaries(by_partition)
+
+
 def interpreter_specs(interpreter) -> list[InputSpec]:
     """InputSpecs from an allocated interpreter (its quantization, not its graph)."""
     specs = []
@@ -208,7 +230,10 @@ def report(check: Checker, comparison: Comparison) -> list[str]:
             lines += verdict.lines()
     if comparison.blame is not None:
         p = check.partition(comparison.blame)
-        lines.append(f"partition {p.number} (nodes {','.join(map(str, p.nodes))}: "
-                     f"{' '.join(p.ops)}) is responsible; to run without it pass "
+        lines.append(f"{p.label} is responsible; to run without it pass "
                      f"exclude_nodes=\"{','.join(map(str, p.nodes))}\"")
+        if comparison.edits.get(p.number):
+            lines.append(f"  (fed LiteRT's values at its inputs with "
+                         f"{len(comparison.edits[p.number])} elements replaced: (input, flat "
+                         f"index, value) {comparison.edits[p.number]})")
     return lines

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import time
+from pathlib import Path
 
 import numpy as np
 
@@ -76,13 +77,17 @@ class Found(Exception):
     """Raised inside the search on a mismatch, so that hypothesis shrinks it."""
 
 
+class OutOfBudget(Exception):
+    """Raised inside the search once the time is spent: hypothesis stops generating."""
+
+
 def search(checker: Checker, model: bytes, seeds: list[list[np.ndarray]], state: Search,
            max_examples: int) -> None:
     """Given inputs first, then hypothesis until a mismatch is shrunk or the budget is spent."""
     from hypothesis import HealthCheck, Phase, Verbosity, given, settings, target
     from hypothesis.errors import HypothesisException
 
-    from ..testing import tensor_inputs
+    from ..testing import partition_edits, tensor_inputs
     for inputs in seeds:
         state.record(checker.compare(inputs))
         if state.failing:
@@ -91,11 +96,11 @@ def search(checker: Checker, model: bytes, seeds: list[list[np.ndarray]], state:
     @settings(max_examples=max_examples, deadline=None, database=None,
               phases=[Phase.generate, Phase.target, Phase.shrink], verbosity=Verbosity.quiet,
               suppress_health_check=list(HealthCheck), print_blob=False)
-    @given(inputs=tensor_inputs(model, seeds))
-    def example(inputs):
+    @given(inputs=tensor_inputs(model, seeds), edits=partition_edits(checker))
+    def example(inputs, edits):
         if state.over:
-            return
-        comparison = checker.compare(inputs)
+            raise OutOfBudget
+        comparison = checker.compare(inputs, edits)
         state.record(comparison)
         target(float(min(comparison.worst_units, MAX_TARGET)), label="error in ulps or LSBs")
         if not comparison.ok:
@@ -103,8 +108,14 @@ def search(checker: Checker, model: bytes, seeds: list[list[np.ndarray]], state:
 
     try:
         example()
-    except (Found, HypothesisException):   # the failure replayed, or flaky once out of time
-        pass
+    except Exception as error:  # noqa: BLE001 - what the search raised is judged below
+        # Hypothesis re-raises the smallest failure (Found), the budget running out
+        # (OutOfBudget, alone or with Found while shrinking), or Flaky when the budget ran out
+        # between a failure and its replay; anything else is a bug to show.
+        expected = (Found, OutOfBudget, HypothesisException)
+        parts = error.exceptions if isinstance(error, BaseExceptionGroup) else (error,)
+        if not all(isinstance(part, expected) for part in parts):
+            raise
 
 
 def run(args: argparse.Namespace, options: FusionOptions) -> int:
@@ -144,8 +155,16 @@ def run(args: argparse.Namespace, options: FusionOptions) -> int:
         lines.append("no single partition is responsible: excluding any one alone does not "
                      "make the outputs match")
     save_inputs(args.save_failing, checker.test.interpreter, failing.inputs)
-    lines += [f"failing input saved to {args.save_failing}; replay it with: fusion-delegate "
-              f"diff {args.model} --inputs {args.save_failing}",
-              "check: MISMATCH"]
+    lines.append(f"failing input saved to {args.save_failing}; replay it with: fusion-delegate "
+                 f"diff {args.model} --inputs {args.save_failing}")
+    if failing.blame is not None and failing.edits.get(failing.blame):
+        p = checker.partition(failing.blame)
+        stem = str(Path(args.save_failing).with_suffix(""))
+        cut, fed = f"{stem}.partition{p.number}.tflite", f"{stem}.partition{p.number}.npz"
+        Path(cut).write_bytes(p.model)
+        save_inputs(fed, p.runner.interpreter, checker.partition_inputs(failing, p.number))
+        lines.append(f"the partition alone and what it was fed: fusion-delegate diff {cut} "
+                     f"--inputs {fed} --option min_speedup=0")
+    lines.append("check: MISMATCH")
     print("\n".join(lines))
     return EXIT_MISMATCH
