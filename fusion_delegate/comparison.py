@@ -2,9 +2,10 @@
 the tolerances of fusion_delegate.tolerances.
 
 Two comparisons per set of inputs: the model's outputs, and each delegated partition on its
-own (cut out of the model, fed the reference's values at its inputs), because an error that
-then passes through a convolution or a matmul is no longer bounded by the op table, while a
-partition fed exact inputs always is. A model with a partition that breaks its tolerance gets
+own (cut out of the model, fed the reference's values at its inputs, optionally with elements
+replaced), because an error that then passes through a convolution or a matmul is no longer
+bounded by the op table, while a partition fed exact inputs always is, and because edge values
+at a partition's inputs are hard to reach from the model's. A model with a partition that breaks its tolerance gets
 the partition named; a model output that breaks it alone is blamed by re-running with each
 partition excluded (the `exclude_nodes` option).
 """

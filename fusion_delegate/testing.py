@@ -68,7 +68,7 @@ def _model(model: bytes | str | os.PathLike | Model) -> Model:
 
 def input_specs(model: bytes | str | os.PathLike | Model) -> list[InputSpec]:
     """One InputSpec per input, or NotCheckable for a model whose inputs cannot be drawn:
-    dynamic shapes, string, bool or other non-numeric inputs, several subgraphs' inputs."""
+    dynamic shapes, string, bool or other non-numeric inputs."""
     graph = _model(model).subgraphs[0]
     specs = []
     for t in graph.inputs:

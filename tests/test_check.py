@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 
+from conftest import builtin_interpreter
 from fusion_delegate.demo import build_demo_model, build_quantized_demo_model
 from fusion_delegate.model import ModelBuilder
 from fusion_delegate.testing import EDGE_VALUES, assert_equivalent, tensor_inputs
@@ -178,6 +179,19 @@ def test_float_strategy_mixes_in_edge_values():
     assert np.isnan(seen).any() and np.isinf(seen).any()
     assert (np.signbit(seen) & (seen == 0)).any()
     assert set(EDGE_VALUES[np.isfinite(EDGE_VALUES)].tolist()) & set(seen.tolist())
+
+
+@pytest.mark.filterwarnings("ignore::hypothesis.errors.NonInteractiveExampleWarning")
+def test_int8_strategy_from_an_interpreter_reaches_every_code():
+    interpreter = builtin_interpreter(build_quantized_demo_model())
+    [detail] = interpreter.get_input_details()
+    strategy = tensor_inputs(interpreter)
+    seen = set()
+    for _ in range(20):
+        [array] = strategy.example()
+        assert array.shape == tuple(detail["shape"]) and array.dtype == np.int8
+        seen |= set(np.unique(array).tolist())
+    assert seen == set(range(-128, 128))
 
 
 # --- the README's example ----------------------------------------------------------------------
