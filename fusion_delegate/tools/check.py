@@ -37,7 +37,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--max-examples", type=int, default=500,
                         help="inputs hypothesis generates at most (default 500)")
     parser.add_argument("--seconds", type=float, default=60.0,
-                        help="time budget of the search, shrinking included (default 60)")
+                        help="time budget of the search, shrinking included; the example under "
+                             "way when it runs out still finishes (default 60)")
     parser.add_argument("--inputs", metavar="NPZ",
                         help="real inputs to try first and seed the search with: arrays named "
                              "after the model's inputs (or arr_0, arr_1, ...), optionally with "
