@@ -148,6 +148,14 @@ class Partition:
     delegated: set[int]                # the cut's nodes its delegate claimed
     chains: dict
 
+    def producer(self, tensor: int) -> str:
+        """The op writing the cut's `tensor`, and its node in the model: where a mismatch of
+        the partition's output comes from."""
+        for index, op in enumerate(self.graph.operators):   # the nodes, in order
+            if tensor in op.outputs:
+                return f"{op.op}, node {self.nodes[index]}"
+        return "an input"
+
     @property
     def label(self) -> str:
         return f"partition {self.number} (nodes {','.join(map(str, self.nodes))}: " \
@@ -246,8 +254,9 @@ class Checker:
             cut_values = tensors(p.oracle, fed)
             bounds = graph_bounds(p.graph, cut_values, p.delegated, self.precision, p.chains)
             partitions[p.number] = [
-                judge(f"partition {p.number} output '{p.graph.tensors[t].name}'", g,
-                      cut_values[t], bounds.get(t, 0.0)) for t, g in zip(p.graph.outputs, fused)]
+                judge(f"partition {p.number} output '{p.graph.tensors[t].name}' "
+                      f"({p.producer(t)})", g, cut_values[t], bounds.get(t, 0.0))
+                for t, g in zip(p.graph.outputs, fused)]
         comparison = Comparison(list(inputs), outputs, partitions, edits=edits)
         failing = comparison.failing_partitions()
         comparison.blame = failing[0] if failing else None

@@ -108,7 +108,8 @@ def test_check_passes_on_the_demo_models(models, model):
     assert result.stdout.splitlines()[-1] == "check: pass (no input found beyond tolerance)"
     assert re.search(r"^output '.*' (float32|int8)\[[\dx]+\]: (ok|identical)$", result.stdout,
                      re.M)
-    assert re.search(r"^partition 0 output '.*' \S+: (ok|identical)$", result.stdout, re.M)
+    assert re.search(r"^partition 0 output '.*' \([A-Z_0-9]+, node \d+\) \S+: (ok|identical)$",
+                     result.stdout, re.M)
 
 
 def test_check_tries_the_given_inputs_first(models):
