@@ -5,8 +5,8 @@ Two comparisons per set of inputs: the model's outputs, and each delegated parti
 own (cut out of the model, fed the reference's values at its inputs, optionally with elements
 replaced), because an error that then passes through a convolution or a matmul is no longer
 bounded by the op table, while a partition fed exact inputs always is, and because edge values
-at a partition's inputs are hard to reach from the model's. A model with a partition that breaks its tolerance gets
-the partition named; a model output that breaks it alone is blamed by re-running with each
+at a partition's inputs are hard to reach from the model's. A partition that breaks its
+tolerance is named; a model output that breaks it alone is blamed by re-running with each
 partition excluded (the `exclude_nodes` option).
 """
 from __future__ import annotations
@@ -34,8 +34,9 @@ class NotCheckable(FusionDelegateError, ValueError):
 class TensorVerdict:
     """One tensor compared element by element: its worst element and how many broke the bound.
 
-    `units` counts ulps of a float, LSBs of an integer. `bounded` is False where the error
-    passes through a LiteRT kernel the op table does not describe (then only reported)."""
+    `units` counts ulps of a float, LSBs of an integer. `bound` is absolute, infinite where
+    the error passes through a LiteRT kernel the op table does not describe (then the
+    difference is only reported)."""
     where: str
     dtype: str
     shape: tuple[int, ...]
@@ -46,7 +47,6 @@ class TensorVerdict:
     units: float
     abs_error: float
     bound: float
-    bounded: bool = True
 
     @property
     def ok(self) -> bool:
@@ -58,7 +58,7 @@ class TensorVerdict:
 
     def tolerance(self) -> str:
         """The bound at the worst element, in the tensor's units and absolute."""
-        if not self.bounded or not np.isfinite(self.bound):
+        if not np.isfinite(self.bound):
             return "not bounded there (the error passes through LiteRT kernels)"
         if self.bound == 0:
             return "0 (bit-exact)"
@@ -72,7 +72,7 @@ class TensorVerdict:
         shape = "x".join(map(str, self.shape)) or "scalar"
         head = f"{self.where} {self.dtype}[{shape}]: "
         if self.units == 0:
-            return [head + "identical" + ("" if self.ok else " (but beyond tolerance)")]
+            return [head + "identical"]
         status = "ok" if self.ok else f"MISMATCH, {self.beyond} of " \
             f"{int(np.prod(self.shape))} elements beyond tolerance"
         return [head + status,
@@ -100,8 +100,7 @@ def judge(where: str, got: np.ndarray, want: np.ndarray, bound: np.ndarray) -> T
         error = 0.0 if units.flat[flat] == 0 else abs(float(g) - float(w))
     return TensorVerdict(where, dtype_name(want.dtype), want.shape, int(bad.sum()), index,
                          g.item(), w.item(), float(units.flat[flat]),
-                         float(np.nan_to_num(error, nan=np.inf)), float(bound.flat[flat]),
-                         bool(np.isfinite(bound).all()))
+                         float(np.nan_to_num(error, nan=np.inf)), float(bound.flat[flat]))
 
 
 @dataclass
