@@ -217,6 +217,7 @@ def assert_equivalent(model, inputs: Sequence[np.ndarray], reference: str = "bui
     check = checker(model, reference, options)
     comparison = check.compare(inputs)
     if not comparison.ok:
+        comparison.blame = check.blame(comparison)
         raise AssertionError("\n".join(report(check, comparison)))
     return comparison
 
