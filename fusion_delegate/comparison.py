@@ -161,7 +161,8 @@ class Partition:
             f"{' '.join(self.ops)})"
 
 
-#: Elements of a partition's inputs replaced before it runs: (input, flat index, value).
+#: Elements of a partition's inputs replaced before it runs: (input, flat index, value); input
+#: -1: the same element of every input (an op's operands meet there).
 Edits = list[tuple[int, int, float]]
 
 
@@ -169,9 +170,9 @@ def edited(arrays: list[np.ndarray], edits: Edits) -> list[np.ndarray]:
     """Copies of `arrays` with `edits` applied (indices wrap around each array's size)."""
     arrays = [a.copy() for a in arrays]
     for k, index, value in edits:
-        array = arrays[k % len(arrays)]
-        if array.size:
-            array.reshape(-1)[index % array.size] = value
+        for array in arrays if k < 0 else [arrays[k % len(arrays)]]:
+            if array.size:
+                array.reshape(-1)[index % array.size] = value
     return arrays
 
 

@@ -163,6 +163,11 @@ def partition_edits(check: Checker) -> st.SearchStrategy[dict[int, Edits]]:
             index = st.one_of(st.integers(max(0, size - TAIL), size - 1),
                               st.integers(0, size - 1))
             choices.append(st.tuples(st.just(k), index, values))
+        floats = [t for t in p.graph.inputs if np.dtype(p.graph.tensors[t].dtype).kind == "f"]
+        if len(floats) > 1 and len(floats) == len(p.graph.inputs):
+            size = max(math.prod(p.graph.tensors[t].shape) for t in floats)
+            choices.append(st.tuples(st.just(-1), st.integers(0, max(size - 1, 0)),
+                                     float_values()))
         if choices:
             by_partition[p.number] = st.lists(st.one_of(*choices), max_size=MAX_EDITS)
     return st.fixed_dictionaries(by_partition)
