@@ -1,8 +1,9 @@
-"""The `fusion-delegate` program: demo, inspect, bench, diff, report and compile.
+"""The `fusion-delegate` program: demo, inspect, bench, diff, check, report and compile.
 
 Results go to stdout and progress to stderr. Every expected failure (a bad option, a missing
 or corrupt model, an input dtype the tools cannot generate, a runtime error) ends as one line
-`fusion-delegate: error: ...` and a non-zero status, never a traceback.
+`fusion-delegate: error: ...` and a non-zero status, never a traceback: 2 for a bad option or
+a model or inputs `check` and `diff --inputs` cannot compare, 1 otherwise.
 """
 from __future__ import annotations
 
@@ -10,12 +11,13 @@ import argparse
 import sys
 
 from . import __version__
+from .comparison import NotCheckable
 from .errors import DelegateOptionError, FusionDelegateError
 from .options import FusionOptions
-from .tools import bench, diff, inspect_model, precompile, report, run_demo
+from .tools import bench, check, diff, inspect_model, precompile, report, run_demo
 
 COMMANDS = {"demo": run_demo, "inspect": inspect_model, "bench": bench, "diff": diff,
-            "report": report, "compile": precompile}
+            "check": check, "report": report, "compile": precompile}
 EXIT_ERROR, EXIT_USAGE = 1, 2
 
 
@@ -52,6 +54,8 @@ def main(argv: list[str] | None = None) -> int:
         return _fail(error, EXIT_USAGE)
     try:
         return args.run(args, options)
+    except NotCheckable as error:
+        return _fail(error, EXIT_USAGE)
     except (FusionDelegateError, OSError, ValueError, RuntimeError) as error:
         return _fail(error, EXIT_ERROR)
     except KeyboardInterrupt:

@@ -1,17 +1,12 @@
-"""Random elementwise models, and the check of the fused result against LiteRT's kernels.
+"""Random elementwise models, and LiteRT's intermediates to check the fused result against.
 
-Tolerances come from OPS and are propagated through the DAG to first order: every op's inputs
-are LiteRT's own float32 intermediates (the oracle runs with preserve_all_tensors), each with an
-absolute error bound; the op's float64 reference is evaluated at the inputs moved by their
-bounds in every sign combination, and the op's own budget (`OpSpec.tolerance`, in ulps of its
-output) is added. Exact ops on exact inputs therefore get a bound of zero: they must match bit
-for bit. Discontinuous ops (FLOOR, CEIL, ROUND, SIGN) are only ever given exact inputs, so a tiny
-upstream difference can never flip them: that is a property of the generated models, not a
-looser tolerance.
+Tolerances and their propagation through a DAG are fusion_delegate.tolerances (error_bounds),
+the statement `fusion-delegate check` and fusion_delegate.testing use too. Discontinuous ops
+(FLOOR, CEIL, ROUND, SIGN) are only ever given exact inputs, so a tiny upstream difference can
+never flip them: that is a property of the generated models, not a looser tolerance.
 """
 from __future__ import annotations
 
-import itertools
 import math
 from dataclasses import dataclass, field
 
@@ -19,15 +14,10 @@ import numpy as np
 from fusion_delegate.runtime import Interpreter
 from hypothesis import strategies as st
 
-from codegen.ops import ACTIVATIONS, OPS, Tolerance
+from codegen.ops import ACTIVATIONS, OPS
 from conftest import BUILTIN
-from fusion_delegate.claims import integer_exponent
 from fusion_delegate.model import ModelBuilder
 
-FLT_MAX = np.finfo(np.float32).max
-#: How far LiteRT's Eigen-based kernels (which the fused ones reproduce bit for bit) are from
-#: the true function, in ulps (perf/math_accuracy.md; mathf32_fast.FAST_BUDGET's tanh note).
-EIGEN_RATIONAL_ULPS = {"TANH": 8, "LOGISTIC": 8, "GELU": 16}
 DIMS = [1, 1, 2, 3, 5, 7]
 SPECIALS = np.array([np.nan, np.inf, -np.inf, -0.0, 0.0, 3e38, -3e38, 1e30, -1e-30, 1e-40,
                      -1e-45, 2.5, -0.5], np.float32)
@@ -184,97 +174,3 @@ def oracle_tensors(model: bytes, inputs: list[np.ndarray]) -> dict[int, np.ndarr
     interpreter.invoke()
     return {d["index"]: interpreter.get_tensor(d["index"]).copy()
             for d in interpreter.get_tensor_details() if d["dtype"] == np.float32}
-
-
-def ulp32(x: np.ndarray) -> np.ndarray:
-    """The float32 ulp at |x| (the smallest subnormal at 0; inf at inf)."""
-    a = np.abs(np.asarray(x, np.float32))
-    with np.errstate(invalid="ignore"):
-        return np.spacing(a).astype(np.float64)
-
-
-def error_bounds(graph: Graph, values: dict[int, np.ndarray], precision: str = "exact",
-                 chains: dict[int, Tolerance] | None = None,
-                 reductions=None) -> dict[int, np.ndarray]:
-    """Absolute error bound per element of every op output, propagated to first order, with
-    each op's budget under `precision`; `chains`: the tolerance of each output a fused chain
-    (codegen.chains) computes, which holds where the propagated bound is smaller;
-    `reductions(name, x, x_bound, y, params)`: the bound of an op not in OPS (a reduction or
-    row op: tests/test_reductions.py)."""
-    bounds: dict[int, np.ndarray] = {}
-    for name, inputs, out, params in graph.ops:
-        if name not in OPS:
-            x = values[inputs[0]]
-            bounds[out] = reductions(name, x, bounds.get(inputs[0], np.zeros(x.shape)),
-                                     values[out], params)
-            continue
-        spec = OPS[name]
-        if name == "POW":
-            base, exponent = (values[t] for t in inputs)
-            literal = exponent.reshape(-1)[0] if exponent.size == 1 else None
-            params = {"integer_exponent": integer_exponent(base.shape, exponent.shape, literal)}
-        args = [values[t].astype(np.float64) for t in inputs]
-        errs = [bounds.get(t, np.zeros(values[t].shape)) for t in inputs]
-        y = values[out].astype(np.float64)
-        with np.errstate(all="ignore"):
-            deviation = np.zeros(y.shape)
-            if any(np.any(e) for e in errs):
-                center = apply(spec, args, params)
-                for signs in itertools.product((-1.0, 1.0), repeat=len(args)):
-                    moved = apply(spec, [a + s * e for a, s, e in zip(args, signs, errs)],
-                                  params)
-                    deviation = np.fmax(deviation, np.abs(moved - center))
-                deviation = np.where(np.isnan(deviation), np.inf, deviation)
-                if name in ("SIN", "COS"):
-                    # Not monotonic: the ends of [x - e, x + e] can miss its extremes (an
-                    # exp's few ulps at 1e23 are many periods). |sin'| <= 1 bounds it instead.
-                    deviation = np.fmax(deviation, np.minimum(errs[0], 2.0))
-                deviation += ulp32(y)  # the op's own rounding of a moved result
-                # LiteRT's transcendental ops are a few ulp off the true function, differently
-                # at nearby inputs: two evaluations within an input's error differ by the true
-                # change plus twice that (Eigen's rational tanh: 5.4 ulp from tanh).
-                noise = max(EIGEN_RATIONAL_ULPS.get(name, 0), spec.tolerance.ulp)
-                deviation += 2 * noise * ulp32(y)
-                if name == "SQUARED_DIFFERENCE":
-                    # LiteRT rounds a - b to float32 before squaring: a moved input can move
-                    # that rounding by one ulp of the difference.
-                    d = np.abs(args[0] - args[1])
-                    deviation += 2 * d * ulp32(d) + ulp32(d) ** 2
-            tolerance = spec.tolerance_for(params, precision)
-            bounds[out] = deviation + tolerance.ulp * ulp32(y) + tolerance.abs
-            if name == "HARD_SWISH":
-                # Above FLT_MAX / 6 LiteRT's scalar tail overflows to +inf and its blocks do not
-                # (test_hard_swish_above_flt_max_over_6_follows_the_blocks_and_xnnpack).
-                bounds[out] = np.where(args[0] > FLT_MAX / 6, np.inf, bounds[out])
-            chain = (chains or {}).get(out)
-            if chain is not None:
-                bounds[out] = np.fmax(bounds[out], chain.ulp * ulp32(y) + chain.abs)
-    return bounds
-
-
-def apply(spec, args, params) -> np.ndarray:
-    """The op in float64 with its fused activation, at float64 inputs."""
-    a = args[0]
-    b = args[1] if len(args) > 1 else None
-    y = spec.reference(a, b, params)
-    if spec.fused_activation:
-        _, lo, hi = ACTIVATIONS[params["activation"]]
-        y = np.where(y < lo, lo, y)
-        y = np.where(y > hi, hi, y)
-    return np.broadcast_to(y, np.broadcast_shapes(*(x.shape for x in args)))
-
-
-def mismatches(got: np.ndarray, want: np.ndarray, bound: np.ndarray) -> np.ndarray:
-    """Indices where `got` is not within `bound` of `want` (NaN must meet NaN; where the bound
-    is infinite the element is ill-conditioned and any value is accepted)."""
-    got64, want64 = got.astype(np.float64), want.astype(np.float64)
-    bound = np.broadcast_to(bound, want.shape)
-    with np.errstate(invalid="ignore"):
-        exact = bound == 0
-        same = (got.view(np.int32) == want.view(np.int32)) | (np.isnan(got) & np.isnan(want))
-        close = np.abs(got64 - want64) <= 2 * bound
-        nonfinite_ok = np.where(np.isfinite(want64), np.isfinite(got64) | ~np.isfinite(bound),
-                                same | ~np.isfinite(bound))
-        ok = np.where(exact, same, (close | same | ~np.isfinite(bound)) & nonfinite_ok)
-        ok &= ~(np.isnan(want) ^ np.isnan(got)) | ~np.isfinite(bound)
-    return np.argwhere(~ok)

@@ -19,7 +19,7 @@ from fusion_delegate.tools.runner import build
 
 ROOT = Path(__file__).resolve().parents[1]
 SUMMARY = re.compile(r"\b(\d+) of (\d+) nodes delegated in (\d+) partitions\b")
-COMMANDS = ("inspect", "bench", "diff", "report", "compile")
+COMMANDS = ("inspect", "bench", "diff", "check", "report", "compile")
 
 
 class Files:
@@ -46,6 +46,7 @@ class Files:
     def extra_args(self, command: str) -> list[str]:
         """The cheapest run of each command."""
         return {"inspect": [], "bench": ["--num_runs", "3"], "diff": ["--num_runs", "2"],
+                "check": ["--seconds", "1"],
                 "report": ["--num_runs", "2", "-o", str(self.root / f"out_{command}")],
                 "compile": []}[command]
 

@@ -1,6 +1,6 @@
 """Property-based equivalence: random elementwise models, LiteRT's builtin kernels as the oracle.
 
-See tests/equivalence.py for how tolerances are derived from OPS and propagated.
+fusion_delegate.tolerances says how tolerances are derived from OPS and propagated.
 """
 import numpy as np
 import pytest
@@ -9,11 +9,11 @@ from hypothesis import strategies as st
 
 from codegen.ops import APPROX_CHAINS, KERNEL_OPS, OPS
 from conftest import builtin_interpreter, run
-from equivalence import (FLT_MAX, error_bounds, graphs, mismatches, oracle_tensors,
-                         random_inputs)
+from equivalence import graphs, oracle_tensors, random_inputs
 from fusion_delegate import FusionDelegate
 from fusion_delegate.model import ModelBuilder
 from fusion_delegate.runtime import Interpreter
+from fusion_delegate.tolerances import FLT_MAX, error_bounds, mismatches
 
 # Shrinking recompiles a kernel per step and can take minutes; the failure report below names
 # the ops, the mismatching element and the generated source instead. Each example compiles a
@@ -68,7 +68,7 @@ def compare(graph, interpreter, delegate, inputs, precision="exact"):
     values = oracle_tensors(graph.model, inputs)
     chains = {op.output: op.spec.tolerance for k in delegate.kernels.values()
               for op in k.ir.ops if op.op in KERNEL_OPS and op.spec.fused_activation}
-    bounds = error_bounds(graph, values, precision, chains)
+    bounds = error_bounds(graph.ops, values, precision, chains)
     for detail, got in zip(interpreter.get_output_details(), fused):
         t = detail["index"]
         bad = mismatches(got, values[t], bounds[t])

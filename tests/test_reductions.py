@@ -1,7 +1,8 @@
 """Reductions and the normalizations made of them: schedules, one kernel per LayerNorm, softmax
 and squeeze, and random reduction models against LiteRT's builtin kernels (the oracle).
 
-The tolerance of each reduction, checked by `reduction_bound` (its docstring is the statement):
+The tolerance of each reduction, checked by fusion_delegate.tolerances.reduction_bound (its
+docstring is the statement):
 SUM, REDUCE_MAX and REDUCE_MIN accumulate in the builtin's order and are bit-exact; MEAN over
 a row adds in another order than Eigen's; SOFTMAX and LOG_SOFTMAX add exps of another exp.
 """
@@ -16,24 +17,20 @@ from codegen.qparams import QParams
 from codegen.composites import expand
 from codegen.ir import KernelIR, Op, Value
 from codegen.nests import ElementwiseNest, RowsNest
-from codegen.ops import KERNEL_OPS, OPS
+from codegen.ops import OPS
 from codegen.composites import expand
 from codegen.quant_rows import reduction_unsupported
 from codegen.render import TensorTableLayout
 from codegen.schedule import plan
 from conftest import HOST, builtin_interpreter, kernel_source, run, same_bits
-from equivalence import SPECIALS, Graph, error_bounds, mismatches, oracle_tensors, ulp32
+from equivalence import SPECIALS, Graph, oracle_tensors
 from fusion_delegate import FusionDelegate
 from fusion_delegate.model import ModelBuilder, Quantization
+from fusion_delegate.tolerances import (EXP_RELATIVE, REDUCE, ROWS, SUBNORMAL, U, error_bounds,
+                                         mismatches)
 
 NONE = {"fused_activation_function": 0}
 LAYOUT = TensorTableLayout(context_tensors_offset=16, tensor_size=112, tensor_data_offset=8)
-U = 2.0 ** -24                         # float32 unit roundoff
-#: SCALED_EXP (exp_fast_f32) against Eigen's exp inside LiteRT's softmax, relative.
-EXP_RELATIVE = KERNEL_OPS["SCALED_EXP"].tolerance.ulp * 2.0 ** -23
-#: Gradual underflow: exps below the smallest normal may differ by this much.
-SUBNORMAL = 2.0 ** -126
-FLT_MAX = float(np.finfo(np.float32).max)
 
 
 @pytest.fixture(scope="module")
@@ -357,68 +354,8 @@ def test_softmax_exp_is_exp_fast_where_normal_and_flushes_below():
 
 # --------------------------------------------------------------- random models with reductions
 
-def reduction_bound(name: str, x: np.ndarray, e: np.ndarray, y: np.ndarray,
-                    params: dict) -> np.ndarray:
-    """|fused - builtin| allowed for a reduction or row op whose input is LiteRT's `x` with
-    bound `e`, per element of LiteRT's result `y`. The tolerance statement:
-
-    - SUM, REDUCE_MAX, REDUCE_MIN: bit-exact (the builtin's order); with inexact inputs,
-      sum(e) resp. max(e) plus, for SUM, (n - 1) u sum(|x| + e).
-    - MEAN: 2 (n - 1) u sum(|x|) / n + 1 ulp: the fused row sum and Eigen's each lie within
-      (n - 1) u sum|x| of the exact sum, whatever their order (u = 2^-24); the quotient rounds
-      once more. A row with inf or NaN gives exactly LiteRT's inf or NaN.
-    - SOFTMAX: y ((2n + 4) u + 2 d) + 2^-126, d the exp's relative tolerance (SCALED_EXP):
-      the exps' sum is within (n - 1) u of its own magnitude in either order, each exp within
-      d, the reciprocal and the product round once each; exps below 2^-126 round gradually.
-    - LOG_SOFTMAX: (2n + 4) u + 2 d + 8 ulp(|y| + |x - max|): the same error of the sum as an
-      absolute error of its log, the two subtractions' roundings and the log's (6 ulp under
-      precision="fast", log_fast_f32).
-    - L2_NORMALIZATION: bit-exact (sequential sum of squares, sqrt, max, divide).
-    A sum whose magnitude reaches FLT_MAX may overflow in one order only: not compared."""
-    x64, e = x.astype(np.float64), np.where(np.isnan(e), np.inf, e)
-    axes = params.get("axes", (x.ndim - 1,))
-    n = math.prod(x.shape[a] for a in axes)
-    keep = dict(axis=axes, keepdims=True)
-    with np.errstate(all="ignore"):
-        finite = np.all(np.isfinite(x64), **keep)
-        magnitude = np.sum(np.abs(np.where(np.isfinite(x64), x64, 0)) + e, **keep)
-        spread = np.sum(e, **keep)
-        if name in ("REDUCE_MAX", "REDUCE_MIN"):
-            bound = np.max(e, **keep)
-        elif name == "SUM":
-            bound = spread + np.where(spread > 0, (n - 1) * U * magnitude, 0)
-        elif name == "MEAN":
-            bound = (spread + 2 * (n - 1) * U * magnitude) / n
-        elif name == "L2_NORMALIZATION":
-            norm = np.maximum(np.sqrt(np.sum(x64 * x64, **keep)), 1e-6)
-            bound = np.where(np.max(e, **keep) > 0,
-                             (e + np.abs(x64) * np.sqrt(n) * np.max(e, **keep) / norm) / norm
-                             * 2, 0)
-        else:
-            beta = abs(params.get("beta", 1.0))
-            relative = (2 * n + 4) * U + 2 * EXP_RELATIVE + 2 * beta * np.max(e, **keep)
-            # A row with NaN or +inf, or all -inf, is NaN throughout; -inf elements are 0 (or
-            # -inf) in any order.
-            finite = ~(np.any(np.isnan(x64) | (x64 == np.inf), **keep)
-                       | np.all(x64 == -np.inf, **keep)) | ~np.isfinite(np.max(e, **keep))
-            if name == "SOFTMAX":
-                bound = y * relative + SUBNORMAL
-            else:
-                shifted = np.abs(x64 - np.max(np.where(np.isnan(x64), -np.inf, x64), **keep))
-                bound = relative + 8 * ulp32(np.abs(y) + np.where(np.isfinite(x64), shifted, 0))
-        if name == "MEAN":
-            bound = bound + ulp32(np.abs(np.sum(x64, **keep)) / n)
-        bound = np.where(magnitude > FLT_MAX / 2, np.inf, np.where(finite, bound, 0))
-        bound = np.where(np.isnan(bound), np.inf, bound)
-    if name in REDUCE:                 # over x with the reduced axes as 1s: y's elements
-        return bound.reshape(y.shape)
-    return np.broadcast_to(bound, y.shape)
-
-
 #: Bit-exact elementwise ops a reduction's producers and consumers are drawn from.
 EXACT = ("ADD", "SUB", "MUL", "MAXIMUM", "ABS", "NEG", "RELU", "SQUARE")
-REDUCE = ("MEAN", "SUM", "REDUCE_MAX", "REDUCE_MIN")
-ROWS = ("SOFTMAX", "LOG_SOFTMAX", "L2_NORMALIZATION")
 
 
 @st.composite
@@ -498,7 +435,7 @@ def test_random_reduction_models_match_builtin_kernels_within_their_tolerance(gr
         x = reduction_inputs(rng, graph.input_shapes[0], kind)
         fused = run(interpreter, [x])
         values = oracle_tensors(graph.model, [x])
-        bounds = error_bounds(graph, values, reductions=reduction_bound)
+        bounds = error_bounds(graph.ops, values)
         for detail, got in zip(interpreter.get_output_details(), fused):
             t = detail["index"]
             bad = mismatches(got, values[t], bounds[t])
