@@ -177,13 +177,17 @@ class KernelCache:
     def uncompiled(self, kernels: list[tuple[str, str]]) -> list[Path]:
         """The module files of those (name, source) kernels that are neither in memory nor on
         disk, written out so that another process can compile them into this cache."""
+        missing = [(name, source, key) for name, source in kernels
+                   if (key := cache_key(source)) not in self._kernels]
+        if not missing:
+            return []
         directory, shipped = self._directories()
+        indexed = _indexed(directory) | (_indexed(shipped) if shipped else set())
         paths = []
-        for name, source in kernels:
-            key = cache_key(source)
+        for name, source, key in missing:
             path = directory / f"{name}_{key}.py"
-            if key in self._kernels or _compiled(path, source) or (
-                    shipped and _compiled(shipped / path.name, source)):
+            if (path.stem in indexed and (
+                    _holds(path, source) or shipped and _holds(shipped / path.name, source))):
                 continue
             if not _holds(path, source):
                 _remove_numba_cache(path)
@@ -239,9 +243,18 @@ class KernelCache:
                       entry=entry)
 
 
+def _indexed(directory: Path) -> set[str]:
+    """The kernel modules in `directory` numba has cache entries for (by file stem)."""
+    try:
+        names = os.listdir(directory / "__pycache__")
+    except OSError:
+        return set()
+    return {name.split(".", 1)[0] for name in names if name.endswith(".nbi")}
+
+
 def _compiled(path: Path, source: str) -> bool:
     """The module file holds `source` and numba has cache entries for it."""
-    return _holds(path, source) and any((path.parent / "__pycache__").glob(f"{path.stem}.*.nbi"))
+    return path.stem in _indexed(path.parent) and _holds(path, source)
 
 
 def _load_shipped(path: Path, source: str):

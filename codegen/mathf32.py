@@ -435,7 +435,7 @@ def cos_f32(x):
     return _cos_of(r, r_lo, q)
 
 
-# A kernel's fast loop (render.FastPath) runs sin/cos without the large-argument reduction,
+# A kernel's fast loop (codegen.fastpath) runs sin/cos without the large-argument reduction,
 # which costs more than the rest of sin_f32 even when no argument needs it, and counts the arguments
 # that would: any such count makes the kernel run its exact loop, with sin_f32/cos_f32.
 @_jit

@@ -87,7 +87,7 @@ class OpSpec:
     # The expression gives +-FLT_MAX where it would overflow to +-inf, the clamp of the NONE
     # activation (and of those the float kernels treat alike), so no clamp is rendered for them.
     saturates: bool = False
-    # A cheaper expression, the same as `expr` while `guard` (over {a}) is 0; see render.FastPath.
+    # A cheaper expression, the same as `expr` while `guard` (over {a}) is 0; see codegen.fastpath.
     fast_expr: str | None = None
     guard: str | None = None
     # precision="fast": the template for both loops, and the fast loop's template while `guard`

@@ -56,10 +56,19 @@ def lowered(ir: KernelIR) -> KernelIR:
 def build(ir: KernelIR, layout: TensorTableLayout, target: Target | None = None,
           cache: KernelCache | None = None) -> Built:
     """The kernel of a partition's IR (as the delegate makes it, before lowering). `cache`
-    compiles what the build itself must run (the tables of islands); by default in memory."""
+    compiles what the build itself must run (the tables of islands); by default in memory.
+    A build is a pure function of the IR, layout and target, kept for the process: a second
+    interpreter of a model builds nothing."""
     target = target or numba_target()
-    cache = cache or _scratch_cache()
+    key = (ir, layout, target)
+    if key not in _BUILT:
+        while len(_BUILT) >= BUILT_KEPT:
+            del _BUILT[next(iter(_BUILT))]
+        _BUILT[key] = _build(ir, layout, target, cache or _scratch_cache())
+    return _BUILT[key]
 
+
+def _build(ir: KernelIR, layout: TensorTableLayout, target: Target, cache: KernelCache) -> Built:
     def evaluate(island: KernelIR, codes: np.ndarray) -> np.ndarray:
         kernel = cache.get(island.name, render_kernel(island, plan(island, target), layout))
         out = np.empty(codes.shape, island.value(island.outputs[0]).quant.numpy_dtype)
@@ -75,6 +84,9 @@ def build(ir: KernelIR, layout: TensorTableLayout, target: Target | None = None,
         raise NotBuildable(str(error)) from error
 
 
+#: Builds kept for the process, oldest dropped first.
+BUILT_KEPT = 1024
+_BUILT: dict[tuple, Built] = {}
 _SCRATCH: list[KernelCache] = []
 
 

@@ -97,7 +97,7 @@ _tanhf_c, _expf_c, _expm1f_c, _logf_c, _erfcf_c = (
     types.ExternalFunction(name, types.float32(types.float32)) for name in _LIBM)
 
 
-@njit(cache=False)
+@njit(cache=True)
 def _libm_loop(code, x):
     out = np.empty_like(x)
     for i in range(x.shape[0]):
@@ -118,7 +118,8 @@ def _libm_loop(code, x):
 def _libm_f32(name: str) -> Callable[[np.ndarray], np.ndarray]:
     """A glibc float function over a float32 array. LiteRT's LUTs call glibc (tanhf, expf,
     expm1f, logf and erfcf are imported dynamically by the wheel); numpy's own SIMD versions
-    differ in the last bit, so these are called as external C functions from numba."""
+    differ in the last bit, so these are called as external C functions from numba, compiled
+    once and cached: compiling the loop cost every new process seconds at prepare."""
     code = _LIBM.index(name)
     return lambda x: _libm_loop(code, np.ascontiguousarray(x, np.float32))
 

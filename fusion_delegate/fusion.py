@@ -137,8 +137,9 @@ class FusionDelegate(SimpleDelegate):
     def select_partitions(self, context: Context, partitions: list[Partition]) -> list[Partition]:
         """TFLite's selection (largest first, limits) among the partitions whose kernel builds
         and is predicted to pay. Each is built once, numbered in the order that selection takes
-        them in: its kernel is prepared without building again where the partitions before it
-        are chosen too, and the shapes have not changed."""
+        them in (built again if the partitions chosen number it otherwise), and the kernels the
+        cache lacks are compiled then, in worker processes: a kernel's prepare builds nothing
+        where the shapes have not changed."""
         start = time.perf_counter()
         graph, refused = self.graph, {}
         plan = plan_nodes(context)
@@ -156,6 +157,11 @@ class FusionDelegate(SimpleDelegate):
                 refused[partition.nodes] = reason
         chosen = super().select_partitions(
             context, [p for p in partitions if p.nodes not in refused])
+        for number, partition in enumerate(chosen):      # numbered as their kernels prepare
+            ir, built = graph.built[partition.nodes]
+            if ir.partition != number:
+                ir = replace(ir, partition=number)
+                graph.built[partition.nodes] = ir, build(ir, LAYOUT, cache=self.cache)
         compiled = compile_ahead(self.cache, [(graph.built[p.nodes][1].name,
                                                graph.built[p.nodes][1].source) for p in chosen])
         seconds = time.perf_counter() - start

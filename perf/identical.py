@@ -86,7 +86,7 @@ def input_sets(interpreter: Interpreter) -> dict[str, list[np.ndarray]]:
 
 
 def outputs_of(name: str, model: bytes, config: str) -> dict[str, np.ndarray]:
-    warnings.filterwarnings("ignore", "Enabling `experimental_preserve_all_tensors`")
+    warnings.filterwarnings("ignore", "Warning: Enabling `experimental_preserve_all_tensors`")
     delegate = FusionDelegate(cache_dir="default", **CONFIGS[config])
     interpreter = Interpreter(model_content=model, experimental_delegates=[delegate],
                               experimental_preserve_all_tensors=True,
