@@ -72,6 +72,7 @@ def measure(model: Path) -> dict:
         warm = child(model, str(cache))
         readonly = Path(scratch) / "readonly"
         readonly.mkdir()
+        cache.mkdir(exist_ok=True)              # a model with nothing claimed made none
         shipped = child(model, str(readonly), read_only_from=cache)
         row.update(kernels=cold.get("kernels"), compiled=cold.get("compiled"),
                    cold=cold.get("seconds"), warm=warm.get("seconds"),
