@@ -17,7 +17,6 @@ import time
 from dataclasses import dataclass, replace
 
 from codegen.compile import DEFAULT_DIR, CompileError, Kernel, KernelCache, max_parallel_threads
-from codegen.composites import COMPOSITES
 from codegen.ir import KernelIR, Op, Value, broadcast_shapes, reduced_shape
 from codegen.ops import REDUCTIONS
 from codegen.pipeline import Built, NotBuildable, build

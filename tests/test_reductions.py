@@ -13,12 +13,11 @@ import pytest
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
-from codegen.qparams import QParams
 from codegen.composites import expand
 from codegen.ir import KernelIR, Op, Value
 from codegen.nests import ElementwiseNest, RowsNest
 from codegen.ops import OPS
-from codegen.composites import expand
+from codegen.qparams import QParams
 from codegen.quant_rows import reduction_unsupported
 from codegen.render import TensorTableLayout
 from codegen.schedule import plan
