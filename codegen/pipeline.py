@@ -12,6 +12,7 @@ compute is NotBuildable, whose message says why.
 """
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 import numpy as np
@@ -87,10 +88,7 @@ def _build(ir: KernelIR, layout: TensorTableLayout, target: Target, cache: Kerne
 #: Builds kept for the process, oldest dropped first.
 BUILT_KEPT = 1024
 _BUILT: dict[tuple, Built] = {}
-_SCRATCH: list[KernelCache] = []
-
-
+@functools.cache
 def _scratch_cache() -> KernelCache:
-    if not _SCRATCH:
-        _SCRATCH.append(KernelCache(None))
-    return _SCRATCH[0]
+    """Where a build compiles the kernels it runs itself when the caller gives no cache."""
+    return KernelCache(None)

@@ -29,8 +29,9 @@ import numpy as np  # noqa: E402
 
 from fusion_delegate import FusionDelegate  # noqa: E402
 from fusion_delegate.model import ModelBuilder, Quantization  # noqa: E402
-from fusion_delegate.runtime import Interpreter, OpResolverType  # noqa: E402
+from fusion_delegate.runtime import Interpreter  # noqa: E402
 from fusion_delegate.tools.runner import random_inputs, set_inputs  # noqa: E402
+from perf import models  # noqa: E402
 from perf.suite import cpu_info, versions  # noqa: E402
 from perf.timing import interleaved  # noqa: E402
 
@@ -149,10 +150,8 @@ def random_case(rng: np.random.Generator, number: int) -> tuple[Case, bytes]:
 
 
 def interpreter(model: bytes, threads: int, delegate: FusionDelegate | None) -> Interpreter:
-    it = Interpreter(model_content=model, num_threads=threads,
-                     experimental_delegates=[delegate] if delegate else [],
-                     experimental_op_resolver_type=OpResolverType.AUTO)
-    it.allocate_tensors()
+    """perf.models' interpreter, fed random inputs and run once."""
+    it = models.interpreter(model, threads, delegate)
     set_inputs(it, random_inputs(it, np.random.default_rng(0)))
     it.invoke()
     return it
