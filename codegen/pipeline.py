@@ -13,6 +13,7 @@ compute is NotBuildable, whose message says why.
 from __future__ import annotations
 
 import functools
+import pickle
 from dataclasses import dataclass
 
 import numpy as np
@@ -61,12 +62,23 @@ def build(ir: KernelIR, layout: TensorTableLayout, target: Target | None = None,
     A build is a pure function of the IR, layout and target, kept for the process: a second
     interpreter of a model builds nothing."""
     target = target or numba_target()
-    key = (ir, layout, target)
+    key = _key(ir, layout, target)
+    if key is None:
+        return _build(ir, layout, target, cache or _scratch_cache())
     if key not in _BUILT:
         while len(_BUILT) >= BUILT_KEPT:
             del _BUILT[next(iter(_BUILT))]
         _BUILT[key] = _build(ir, layout, target, cache or _scratch_cache())
     return _BUILT[key]
+
+
+def _key(ir: KernelIR, layout: TensorTableLayout, target: Target) -> bytes | None:
+    """What a build is kept under: every bit of its arguments. The dataclasses' own equality is
+    not enough, since 0.0 == -0.0 while x + 0.0 and x + -0.0 differ at x = -0.0."""
+    try:
+        return pickle.dumps((ir, layout, target), protocol=pickle.HIGHEST_PROTOCOL)
+    except (pickle.PicklingError, TypeError, AttributeError):
+        return None
 
 
 def _build(ir: KernelIR, layout: TensorTableLayout, target: Target, cache: KernelCache) -> Built:
@@ -87,7 +99,7 @@ def _build(ir: KernelIR, layout: TensorTableLayout, target: Target, cache: Kerne
 
 #: Builds kept for the process, oldest dropped first.
 BUILT_KEPT = 1024
-_BUILT: dict[tuple, Built] = {}
+_BUILT: dict[bytes, Built] = {}
 @functools.cache
 def _scratch_cache() -> KernelCache:
     """Where a build compiles the kernels it runs itself when the caller gives no cache."""

@@ -29,6 +29,7 @@ sys.path.insert(0, str(ROOT / "tests"))
 
 from codegen.ops import OPS  # noqa: E402
 from faults import ROUNDABLE, SIGNED_ZERO  # noqa: E402
+from fusion_delegate.model import read_model  # noqa: E402
 from fusion_delegate.options import FusionOptions  # noqa: E402
 from fusion_delegate.tools.runner import build  # noqa: E402
 
@@ -38,21 +39,28 @@ CORPUS = Path(os.environ.get("FUSION_CORPUS_DIR", ROOT / "tests" / "models" / "c
 def faults_for(model: bytes, options: FusionOptions) -> list[str]:
     """The faults that can show in this model: a float op of a float partition (all of its
     outputs float32) to round differently and to lose a zero's sign, and the int8 tail fault
-    where a partition writes int8. A float op inside an int8 partition is computed into a table
+    where a partition writes int8; of each, an op whose result the partition writes where one
+    is. A float op inside an int8 partition is computed into a table
     (codegen.lower) and its -0.0 never reaches an output."""
     runner = build(model, fuse=options, resolver="builtin")
     interpreter, delegate = runner.interpreter, runner.delegate
     dtypes = {d["index"]: d["dtype"] for d in interpreter.get_tensor_details()}
-    float_ops, int8 = [], False
+    nodes = read_model(model).subgraphs[0].operators
+    float_ops, written_ops, int8 = [], [], False
     for partition in delegate.last_partitions:
         written = {dtypes.get(t) for t in partition.outputs}
         int8 |= bool(written & {np.int8, np.uint8})
         if written == {np.float32}:
-            float_ops += [delegate.claims[n].op for n in sorted(partition.nodes)
-                          if delegate.claims[n].op in OPS]
+            ops = [(delegate.claims[n].op, n) for n in sorted(partition.nodes)
+                   if delegate.claims[n].op in OPS]
+            float_ops += [op for op, _ in ops]
+            written_ops += [op for op, n in ops
+                            if set(nodes[n].outputs) & set(partition.outputs)]
     faults = []
-    for kind, ops in (("round", ROUNDABLE), ("negzero", SIGNED_ZERO)):
-        candidates = [op for op in float_ops if op in ops]
+    for kind, kind_ops in (("round", ROUNDABLE), ("negzero", SIGNED_ZERO)):
+        # An op whose result the partition writes first: a -0.0 that only reaches the outputs
+        # through a sum (MEAN's) cannot change them.
+        candidates = [op for op in written_ops + float_ops if op in kind_ops]
         if candidates:
             faults.append(f"{kind}:{candidates[0]}")
     if int8:
