@@ -45,27 +45,37 @@ def faults_for(model: bytes, options: FusionOptions) -> list[str]:
     runner = build(model, fuse=options, resolver="builtin")
     interpreter, delegate = runner.interpreter, runner.delegate
     dtypes = {d["index"]: d["dtype"] for d in interpreter.get_tensor_details()}
-    nodes = read_model(model).subgraphs[0].operators
+    graph = read_model(model).subgraphs[0]
     float_ops, written_ops, int8 = [], [], False
     for partition in delegate.last_partitions:
         written = {dtypes.get(t) for t in partition.outputs}
         int8 |= bool(written & {np.int8, np.uint8})
         if written == {np.float32}:
-            ops = [(delegate.claims[n].op, n) for n in sorted(partition.nodes)
+            ops = [(delegate.claims[n].op, graph.operators[n]) for n in sorted(partition.nodes)
                    if delegate.claims[n].op in OPS]
-            float_ops += [op for op, _ in ops]
-            written_ops += [op for op, n in ops
-                            if set(nodes[n].outputs) & set(partition.outputs)]
+            float_ops += ops
+            written_ops += [(op, node) for op, node in ops
+                            if set(node.outputs) & set(partition.outputs)]
     faults = []
     for kind, kind_ops in (("round", ROUNDABLE), ("negzero", SIGNED_ZERO)):
         # An op whose result the partition writes first: a -0.0 that only reaches the outputs
         # through a sum (MEAN's) cannot change them.
-        candidates = [op for op in written_ops + float_ops if op in kind_ops]
+        candidates = [op for op, node in written_ops + float_ops
+                      if op in kind_ops and (kind == "round" or _signs_zero(op, node, graph))]
         if candidates:
             faults.append(f"{kind}:{candidates[0]}")
     if int8:
         faults.append("tail_lsb")
     return faults
+
+
+def _signs_zero(op: str, node, graph) -> bool:
+    """Whether the node can give -0.0 at all: an ADD only from -0.0 + -0.0 and a SUB only from
+    -0.0 - 0.0, never with a constant operand that holds no zero (a bias)."""
+    if op not in ("ADD", "SUB"):
+        return True
+    constants = [graph.tensors[t].data for t in node.inputs if graph.tensors[t].data is not None]
+    return all(np.any(c == 0) for c in constants)
 
 
 def check(path: Path, seconds: float, options: list[str], fault: str | None,

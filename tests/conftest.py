@@ -2,6 +2,7 @@
 import os
 import re
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -56,6 +57,16 @@ def same_bits(a: np.ndarray, b: np.ndarray) -> bool:
     nan = np.isnan(a)
     return bool(np.array_equal(nan, np.isnan(b))
                 and np.array_equal(a[~nan].view(np.int32), b[~nan].view(np.int32)))
+
+
+def wrong_op(monkeypatch, name: str, expr: str) -> None:
+    """Render OPS[name] as `expr` for this test, its builds kept apart from the process's
+    (codegen.pipeline keeps builds by IR, which does not say how an op renders)."""
+    import codegen.ops
+    import codegen.pipeline
+    spec = codegen.ops.OPS[name]
+    monkeypatch.setitem(codegen.ops.OPS, name, replace(spec, expr=expr))
+    monkeypatch.setattr(codegen.pipeline, "_BUILT", {})
 
 
 @pytest.fixture

@@ -7,9 +7,7 @@ import pytest
 from hypothesis import Phase, given, settings
 from hypothesis import strategies as st
 
-import codegen.ops
-import codegen.pipeline
-from conftest import ROOT, builtin_interpreter, foreign_calls, run, same_bits
+from conftest import ROOT, builtin_interpreter, foreign_calls, run, same_bits, wrong_op
 from equivalence import graphs
 from fusion_delegate import FusionDelegate
 from fusion_delegate.demo import build_demo_model
@@ -198,11 +196,7 @@ def test_codegen_knows_nothing_of_ctypes_or_the_delegate():
 def test_a_wrong_op_expression_is_caught_by_the_equivalence_check(monkeypatch, tmp_path):
     """Proves the harness can fail: ADD rendered as a subtraction must be reported."""
     from test_equivalence import check
-    wrong = codegen.ops.OPS["ADD"].__class__(**{**codegen.ops.OPS["ADD"].__dict__,
-                                               "expr": "{a} - {b}"})
-    monkeypatch.setitem(codegen.ops.OPS, "ADD", wrong)
-    # The process keeps its builds (codegen.pipeline): the wrong ones go to a store of their own.
-    monkeypatch.setattr(codegen.pipeline, "_BUILT", {})
+    wrong_op(monkeypatch, "ADD", "{a} - {b}")
 
     @settings(max_examples=10, deadline=None, database=None, phases=[Phase.generate])
     @given(graph=graphs(op_names=("ADD",)), seed=st.integers(0, 2**32 - 1))

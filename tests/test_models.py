@@ -35,8 +35,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-import codegen.ops
-from conftest import ROOT, builtin_interpreter, run
+from conftest import ROOT, builtin_interpreter, run, wrong_op
 from fusion_delegate import FusionDelegate
 from fusion_delegate.runtime import Interpreter, OpResolverType
 from fusion_delegate.model import read_model
@@ -214,9 +213,7 @@ def test_a_wrong_kernel_fails_the_output_comparison(monkeypatch):
     if model_id not in {m["id"] for m in MODELS}:
         test_corpus_is_built_and_every_listed_model_exists()
         pytest.skip(f"{model_id} is not in the corpus")
-    wrong = codegen.ops.OPS["MUL"].__class__(**{**codegen.ops.OPS["MUL"].__dict__,
-                                               "expr": "{a} + {b}"})
-    monkeypatch.setitem(codegen.ops.OPS, "MUL", wrong)
+    wrong_op(monkeypatch, "MUL", "{a} + {b}")
     data, inputs, want, _ = oracle(model_id, 1)
     operators = read_model(data).subgraphs[0].operators
     gate = [i for i, op in enumerate(operators) if op.op == "MUL"][:2]   # x * (s / 6)
