@@ -74,8 +74,19 @@ def _signs_zero(op: str, node, graph) -> bool:
     -0.0 - 0.0, never with a constant operand that holds no zero (a bias)."""
     if op not in ("ADD", "SUB"):
         return True
-    constants = [graph.tensors[t].data for t in node.inputs if graph.tensors[t].data is not None]
+    constants = [c for t in node.inputs if (c := _constant(graph, t)) is not None]
     return all(np.any(c == 0) for c in constants)
+
+
+def _constant(graph, tensor: int) -> np.ndarray | None:
+    """The tensor's value if it is a constant of the model, or a DEQUANTIZE of one (float16
+    weights)."""
+    if graph.tensors[tensor].data is not None:
+        return graph.tensors[tensor].data
+    producers = [op for op in graph.operators if tensor in op.outputs]
+    if producers and producers[0].op == "DEQUANTIZE":
+        return graph.tensors[producers[0].inputs[0]].data
+    return None
 
 
 def check(path: Path, seconds: float, options: list[str], fault: str | None,
