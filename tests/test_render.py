@@ -17,6 +17,7 @@ from codegen.fastpath import FastPath
 from codegen.render import TensorTableLayout
 from codegen.schedule import STREAM_MIN_BYTES
 from codegen.variants import one_body
+from codegen.writer import INDENT, LINE_LIMIT
 from conftest import HOST, builtin_interpreter, kernel_source, run, same_bits
 from fusion_delegate import FusionDelegate
 from perf.workloads import Workload, bias_relu6_scale, chain16, se_gate
@@ -90,6 +91,7 @@ def test_generated_lines_fit_in_100_columns_however_deep_the_nest():
                            LAYOUT)
     assert "for part in prange(2):" in source and "for tile in" in source and "misses" in source
     assert max(len(line) for line in source.splitlines() if not line.startswith("#")) <= 100
+    assert source.count("# Nest 1 over") == 1          # the fast and exact loops as one text
 
 
 def test_the_precision_is_in_the_text_only_where_some_op_depends_on_it():
@@ -314,7 +316,7 @@ def test_stream_store_casts_its_value_and_line_aligned_finds_the_line():
 
 def test_the_two_loops_are_one_text_where_they_differ_in_whole_statements():
     """codegen.variants: lines both loops have once, the rest under `if exact:`, `else:` or
-    `if not exact:`; a difference inside a statement (a continuation line) keeps two copies."""
+    `if not exact:`."""
     exact = ["for i in range(4):", "    y[i] = clamp_overflow(x[i] + c)", "z = 1"]
     fast = ["for i in range(4):", "    y[i] = x[i] + c", "    misses = max(misses, y[i])",
             "stream_fence()", "z = 1"]
@@ -322,4 +324,29 @@ def test_the_two_loops_are_one_text_where_they_differ_in_whole_statements():
         "for i in range(4):", "    if exact:", "        y[i] = clamp_overflow(x[i] + c)",
         "    else:", "        y[i] = x[i] + c", "        misses = max(misses, y[i])",
         "if not exact:", "    stream_fence()", "z = 1"]
-    assert one_body(["y = f(a,", "      b)"], ["y = f(a,", "      c)"]) is None
+
+
+def test_a_statement_whose_continuation_line_differs_is_one_text_under_if_exact():
+    """A difference in a continuation line is a difference of the whole statement; its block
+    (the loop around it) stays one."""
+    exact = ["for i in range(4):", "    y[i] = f(a[i],", "             b[i])", "z = 1"]
+    fast = ["for i in range(4):", "    y[i] = f(a[i],", "             c[i])", "z = 1"]
+    assert one_body(exact, fast) == [
+        "for i in range(4):", "    if exact:", "        y[i] = f(a[i],", "                 b[i])",
+        "    else:", "        y[i] = f(a[i],", "                 c[i])", "z = 1"]
+
+
+def test_a_statement_the_if_takes_past_the_line_limit_is_wrapped_again():
+    """Under `if exact:` a statement is an indent deeper: one that then passes LINE_LIMIT is
+    broken again, at its call's arguments or at its operator."""
+    call = "y = f(" + ", ".join(f"argument_{k}" for k in range(6)) + ")"
+    pad = " " * (LINE_LIMIT - len(INDENT) - len(call))       # just fits, one indent in
+    body = one_body([pad + call, pad + "z = 1"], [pad + "z = 1"])
+    assert [line.strip() for line in body] == [
+        "if exact:", "y = f(argument_0, argument_1, argument_2, argument_3, argument_4,",
+        "argument_5)", "z = 1"]
+    a, b = "a" * 40, "b" * (len(call) - 47)
+    body = one_body([pad + "y = 0"], [f"{pad}y = {a} + {b}"])
+    assert [line.strip() for line in body] == ["if exact:", "y = 0", "else:", f"y = ({a}",
+                                                f"+ {b})"]
+    assert all(len(INDENT + line) <= LINE_LIMIT for line in body)
