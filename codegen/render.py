@@ -140,7 +140,7 @@ def render_kernel(ir: KernelIR, schedule: Schedule, layout: TensorTableLayout) -
     table_lines = tables(ir, names, schedule)
     constants = module_constants([*lines, *nests, *table_lines])
     lines = header(ir, names, schedule) + [
-        "", *module_imports([*lines, *nests], bool(parallel),
+        "", *module_imports([*lines, *nests, *constants, *table_lines], bool(parallel),
                             {ir.value(t).dtype for t in memory}),
         *(["", *constants] if constants else []), *table_lines, "", *nests, *kernel, "", "",
         *entry_point(ir, names, memory, layout), ""]
@@ -227,9 +227,12 @@ def tables(ir: KernelIR, names: dict[int, str], schedule: Schedule) -> list[str]
 
 
 def module_imports(body: list[str], parallel: bool, dtypes: set[str]) -> list[str]:
-    used = {name for line in body for name in re.findall(r"\b([a-z_0-9]+)\(", line)}
+    """The imports of what `body` (all but the entry point) calls, and the entry point's."""
+    code = [line.split("#")[0] for line in body]
+    used = {name for line in code for name in re.findall(r"\b([a-z_0-9]+)\(", line)}
     numba_names = "carray, cfunc, njit" + (", prange" if parallel else "")
-    lines = ["import numpy as np", f"from numba import {numba_names}", ""]
+    numpy = ["import numpy as np"] if any(re.search(r"\bnp\.", line) for line in code) else []
+    lines = [*numpy, f"from numba import {numba_names}", ""]
     by_module: dict[str, list[str]] = {}
     for name in sorted(used & set(KERNEL_HELPERS)):
         by_module.setdefault(KERNEL_HELPERS[name], []).append(name)

@@ -3,6 +3,7 @@
 Whether the two loops agree with LiteRT is the equivalence tests' job (tests/test_equivalence.py
 runs every random model with and without inf/NaN inputs); here: what the analysis decides.
 """
+import ast
 import re
 from dataclasses import replace
 
@@ -20,7 +21,9 @@ from codegen.variants import one_body
 from codegen.writer import INDENT, LINE_LIMIT
 from conftest import HOST, builtin_interpreter, kernel_source, run, same_bits
 from fusion_delegate import FusionDelegate
-from perf.workloads import Workload, bias_relu6_scale, chain16, se_gate
+from fusion_delegate.demo import build_demo_model, build_quantized_demo_model
+from perf.workloads import (NORM_WORKLOADS, WORKLOADS, Workload, bias_relu6_scale, chain16,
+                            se_gate)
 
 LAYOUT = TensorTableLayout(context_tensors_offset=16, tensor_size=112, tensor_data_offset=8)
 SHAPE = (4, 8)
@@ -350,3 +353,44 @@ def test_a_statement_the_if_takes_past_the_line_limit_is_wrapped_again():
     assert [line.strip() for line in body] == ["if exact:", "y = 0", "else:", f"y = ({a}",
                                                 f"+ {b})"]
     assert all(len(INDENT + line) <= LINE_LIMIT for line in body)
+
+
+def unread_names(source: str) -> set[str]:
+    """The names a kernel module defines at its top (constants, tables, imports) that nothing
+    in it reads."""
+    tree = ast.parse(source)
+    defined = {target.id for node in tree.body if isinstance(node, ast.Assign)
+               for target in node.targets}
+    defined |= {alias.asname or alias.name for node in tree.body
+                if isinstance(node, (ast.Import, ast.ImportFrom)) for alias in node.names}
+    return defined - {node.id for node in ast.walk(tree)
+                      if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load)}
+
+
+def identity_tables(source: str) -> list[str]:
+    """The tables that give every 8-bit code back: by q - qmin, or by the raw byte of int8."""
+    identities = (list(range(-128, 128)), list(range(256)), [*range(128), *range(-128, 0)])
+    return [node.targets[0].id for node in ast.parse(source).body
+            if isinstance(node, ast.Assign) and node.targets[0].id.endswith("_TABLE")
+            and [ast.literal_eval(e) for e in node.value.args[0].elts] in identities]
+
+
+@pytest.mark.parametrize("model", [
+    "demo", "demo_int8", *(f"{name}_1000" for name in ("int8_block", "int8_island",
+                                                         "hard_swish_int8", "transcendental",
+                                                         "gelu", "layernorm_c48",
+                                                         "softmax_c128"))])
+def test_kernel_sources_define_only_what_they_read(tmp_path, model):
+    """No constant, table or import a kernel never reads (int8 kernels once carried the float
+    constants, GELU's kernel numpy), and no table that looks every code up as itself."""
+    workloads = {**WORKLOADS, **NORM_WORKLOADS}
+    content = (build_demo_model(tokens=16, width=32) if model == "demo" else
+               build_quantized_demo_model(size=8) if model == "demo_int8" else
+               workloads[model.removesuffix("_1000")].case(1000).model)
+    for precision in ("fast", "exact"):
+        delegate = FusionDelegate(cache_dir=str(tmp_path), min_speedup=0.0, precision=precision)
+        builtin_interpreter(content, [delegate])
+        assert delegate.kernels, precision
+        for kernel in delegate.kernels.values():
+            source = kernel.kernel.source
+            assert not unread_names(source) and not identity_tables(source), source
