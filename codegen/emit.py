@@ -142,8 +142,8 @@ def elementwise_nest(ir: KernelIR, names: dict[int, str], nest: ElementwiseNest,
         how = f" in tiles of {nest.tile // period} rows of {period}"
     elif nest.tile:
         how = f" in tiles of {nest.tile}, stage by stage"
-    if local.values:
-        how += ", its outputs streamed"
+    if nest.streamed:
+        how += ", its outputs streamed but by the exact loop"
     return [*nest_comment(names, nest, number, how),
             *periodic_copies(ir, names, nest, local),
             *(f"{names[op.output]}[:] = {op.init}" for op in nest.ops if op.reduction),

@@ -7,10 +7,11 @@ codegen.fixedpoint_rows (reductions and row ops). codegen.qcall names them all.
 
 Every helper here is ONE implementation for two callers: called from Python it runs on numpy
 arrays (or Python ints), vectorised; referenced from `@njit` code numba compiles the same
-source for scalars (`numba.extending.register_jitable`; LLVM inlines these small functions
-into the caller's loop and vectorises it, see tests/test_quant.py). Hence the style: no `if`
-on values, only arithmetic, `select`, `np.minimum`/`np.maximum` and shifts, all of which mean
-the same on arrays and on scalars.
+source for scalars (codegen.fixedpoint_numba registers each with numba, and generated kernels
+import them from there; LLVM inlines these small functions into the caller's loop and
+vectorises it, see tests/test_quant.py). Hence the style: no `if` on values, only arithmetic,
+`select`, `np.minimum`/`np.maximum` and shifts, all of which mean the same on arrays and on
+scalars. The modules themselves import no numba: claiming runs them without it.
 
 Conventions:
 - The generic helpers (SRDHM, RoundingDivideByPOT, MultiplyByQuantizedMultiplier, ...) take
@@ -39,48 +40,35 @@ Sources: gemmlowp `fixedpoint/fixedpoint.h`; LiteRT `tflite/kernels/internal/com
 from __future__ import annotations
 
 import numpy as np
-from numba.extending import overload, register_jitable
 
 INT32_MIN = -(1 << 31)
 INT32_MAX = (1 << 31) - 1
 _TWO_POW_31 = 2147483648.0
 
-_jitable = register_jitable
-
 
 def select(condition, if_true, if_false):
-    """`condition ? if_true : if_false`, elementwise (np.where on arrays; a select in numba)."""
+    """`condition ? if_true : if_false`, elementwise (np.where on arrays; a select in numba,
+    codegen.fixedpoint_numba)."""
     return np.where(condition, if_true, if_false)
-
-
-@overload(select)
-def _select_scalar(condition, if_true, if_false):
-    def impl(condition, if_true, if_false):
-        return if_true if condition else if_false
-    return impl
 
 
 # ---------------------------------------------------------------------------- integer basics
 
-@_jitable
 def wrap_int32(x):
     """`x` as a C int32 (two's complement wrap-around), e.g. `INT_MIN + zero_point`."""
     return ((x + 2147483648) & 4294967295) - 2147483648
 
 
-@_jitable
 def wrap_int16(x):
     """vmovn_s32 / int16 arithmetic: the low 16 bits of `x`, as a signed value."""
     return ((x + 32768) & 65535) - 32768
 
 
-@_jitable
 def saturate(x, lo, hi):
     """std::min(std::max(x, lo), hi): activation clamps and vqmovn-style saturation."""
     return np.minimum(np.maximum(x, lo), hi)
 
 
-@_jitable
 def saturating_rounding_doubling_high_mul(a, b):
     """gemmlowp SaturatingRoundingDoublingHighMul(int32, int32): (a*b + nudge) / 2**31,
     truncating, nudge = a*b >= 0 ? 2**30 : 1 - 2**30 (ties round up); INT32_MIN * INT32_MIN
@@ -91,7 +79,6 @@ def saturating_rounding_doubling_high_mul(a, b):
     return select((a == b) & (a == INT32_MIN), INT32_MAX, q)
 
 
-@_jitable
 def rounding_divide_by_pot(x, exponent):
     """gemmlowp RoundingDivideByPOT: x / 2**exponent rounded to nearest, ties away from
     zero (the remainder is compared with half the mask, plus one for negative x)."""
@@ -101,7 +88,6 @@ def rounding_divide_by_pot(x, exponent):
     return (x >> exponent) + (remainder > threshold)
 
 
-@_jitable
 def multiply_by_quantized_multiplier(x, multiplier, shift):
     """tflite::MultiplyByQuantizedMultiplier(int32, int32, int) with double rounding
     (common.cc, TFLITE_SINGLE_ROUNDING unset, as in the 2.3 wheel):
@@ -112,14 +98,12 @@ def multiply_by_quantized_multiplier(x, multiplier, shift):
         saturating_rounding_doubling_high_mul(x * (1 << left), multiplier), right)
 
 
-@_jitable
 def multiply_by_quantized_multiplier_smaller_than_one(x, multiplier, shift):
     """tflite::MultiplyByQuantizedMultiplierSmallerThanOneExp (common.h, double rounding):
     RoundingDivideByPOT(SRDHM(x, multiplier), -shift), shift <= 0."""
     return rounding_divide_by_pot(saturating_rounding_doubling_high_mul(x, multiplier), -shift)
 
 
-@_jitable
 def shift_left_or_floor_right(x, shift):
     """vshlq_s32 under NEON_2_SSE (SERIAL_SHIFT): x << shift, or an arithmetic (flooring)
     x >> -shift for a negative shift; 0 once |shift| >= 32."""
@@ -128,14 +112,12 @@ def shift_left_or_floor_right(x, shift):
     return select((shift >= 32) | (shift <= -32), 0, wrap_int32(x << left) >> right)
 
 
-@_jitable
 def rounding_shift_right(x, exponent):
     """vrshlq_s32 by -exponent under NEON_2_SSE (SERIAL_ROUNDING_SHIFT), 0 <= exponent < 32:
     x / 2**exponent rounded to nearest, ties up (towards +inf)."""
     return (x >> exponent) + select(exponent > 0, (x >> (exponent - 1 + (exponent == 0))) & 1, 0)
 
 
-@_jitable
 def multiply_by_quantized_multiplier_4rows(x, multiplier, shift):
     """MultiplyByQuantizedMultiplier4Rows (common.h, double rounding, NEON): vshlq by
     max(shift, 0), vqrdmulhq, then vrshlq by min(shift, 0), which rounds ties up where
@@ -147,7 +129,6 @@ def multiply_by_quantized_multiplier_4rows(x, multiplier, shift):
         right)
 
 
-@_jitable
 def saturating_multiply_by_pot(x, exponent):
     """gemmlowp SaturatingRoundingMultiplyByPOT<exponent> for exponent > 0: x * 2**exponent,
     saturated to int32."""
@@ -155,7 +136,6 @@ def saturating_multiply_by_pot(x, exponent):
     return select(x > threshold, INT32_MAX, select(x < -threshold, INT32_MIN, x << exponent))
 
 
-@_jitable
 def inv_sqrt_quantized_multiplier_exp(value):
     """GetInvSqrtQuantizedMultiplierExp(value, kReverseShift = -1) (common.h): the multiplier and
     shift (<= 0) of 1 / sqrt(value), by Newton-Raphson in gemmlowp fixed point (3 integer
@@ -204,7 +184,6 @@ _I32_30 = np.int32(30)
 _I32_31 = np.int32(31)
 
 
-@_jitable
 def high_mul(a, b):
     """floor(a * b / 2**32) for int32 a, b: the high half of the 64-bit product. By a
     constant b (a Prepare-time multiplier) LLVM computes it in int32 lanes: vpmuldq on the
@@ -212,7 +191,6 @@ def high_mul(a, b):
     return np.int32(np.right_shift(np.multiply(np.int64(a), np.int64(b)), 32))
 
 
-@_jitable
 def doubling_high_mul_int32(a, multiplier):
     """SRDHM(a, multiplier) for int32 |a| < 2**29 (any int32 multiplier), in int32.
 
@@ -224,7 +202,6 @@ def doubling_high_mul_int32(a, multiplier):
                           _I32_1)
 
 
-@_jitable
 def doubling_high_mul_int32_wide(a, multiplier):
     """SRDHM(a, multiplier) for any int32 a and multiplier but a = multiplier = INT32_MIN:
     with P = a*m = 2**32 * high + low (low the unsigned low word), floor((P + 2**30) / 2**31)
@@ -236,7 +213,6 @@ def doubling_high_mul_int32_wide(a, multiplier):
     return np.add(np.add(high, high), np.right_shift(np.add(top, _I32_1), _I32_1))
 
 
-@_jitable
 def rounding_divide_by_pot_int32(x, exponent):
     """RoundingDivideByPOT(x, exponent) for int32 |x| < 2**30, 0 <= exponent <= 31:
     (x + 2**(exponent-1) - (x < 0)) >> exponent, one add fewer than the mask and threshold
@@ -248,7 +224,6 @@ def rounding_divide_by_pot_int32(x, exponent):
     return np.right_shift(np.add(np.add(x, half), negative), np.int32(exponent))
 
 
-@_jitable
 def doubling_high_mul_rounded_int32(a, multiplier, exponent, offset):
     """RoundingDivideByPOT(SRDHM(a, multiplier), exponent) + offset, i.e.
     MultiplyByQuantizedMultiplierSmallerThanOneExp(a, multiplier, -exponent) + offset, for
@@ -264,7 +239,6 @@ def doubling_high_mul_rounded_int32(a, multiplier, exponent, offset):
                                              offset, True)
 
 
-@_jitable
 def quadrupled_high_mul_rounded_int32(a4, multiplier, exponent, offset, ties_reached):
     """`doubling_high_mul_rounded_int32` of a = a4 / 4, given a4 = 4a (a kernel that can
     fold the 4 into a constant saves the shift). ties_reached=False drops the correction of
@@ -282,7 +256,6 @@ def quadrupled_high_mul_rounded_int32(a4, multiplier, exponent, offset, ties_rea
     return np.add(select(exponent >= 30, np.int32(0), rounded), np.int32(offset - inside))
 
 
-@_jitable
 def shift_left_or_floor_right_int32(x, shift):
     """x << shift, or x >> -shift (flooring) for a negative shift: vshlq_s32 for int32 x
     and |shift| < 32 (the int8 paths' shifts: >= 20 - 31)."""
@@ -291,19 +264,16 @@ def shift_left_or_floor_right_int32(x, shift):
     return np.right_shift(np.left_shift(x, left), right)
 
 
-@_jitable
 def wrap_int16_int32(x):
     """vmovn_s32 / int16 arithmetic on an int32: the low 16 bits, as a signed value."""
     return np.int32(np.int16(x))
 
 
-@_jitable
 def clamp_int32(x, lo, hi):
     """std::min(std::max(x, lo), hi) on an int32 (lo, hi: constants)."""
     return np.minimum(np.maximum(x, np.int32(lo)), np.int32(hi))
 
 
-@_jitable
 def offset_int32(q, offset):
     """q + offset as an int32 (q an int8/uint8 value, offset minus a zero point)."""
     return np.add(np.int32(q), np.int32(offset))
@@ -311,7 +281,6 @@ def offset_int32(q, offset):
 
 # ------------------------------------------------------------------------------ REQUANTIZE
 
-@_jitable
 def requantize_reference(x, input_zero_point, multiplier, shift, output_zero_point, qmin,
                          qmax):
     """reference_ops::Requantize and the scalar tail of the optimized Requantize:
@@ -320,7 +289,6 @@ def requantize_reference(x, input_zero_point, multiplier, shift, output_zero_poi
                     + output_zero_point, qmin, qmax)
 
 
-@_jitable
 def requantize_block(x, input_zero_point, multiplier, shift, output_zero_point, qmin, qmax):
     """The NEON blocks of optimized_ops::Requantize<int8/uint8, int8/uint8>: as the
     reference, but through MultiplyByQuantizedMultiplier4Rows (ties of the final shift
@@ -332,14 +300,12 @@ def requantize_block(x, input_zero_point, multiplier, shift, output_zero_point, 
 
 # -------------------------------------------------------------------- QUANTIZE / DEQUANTIZE
 
-@_jitable
 def dequantize_reference(q, scale, zero_point):
     """reference_ops::Dequantize and the optimized scalar tail: static_cast<float>(
     double(scale) * (q - zero_point)), one rounding. `scale` is the float32 scale."""
     return np.float32(np.float64(scale) * (q - zero_point))
 
 
-@_jitable
 def dequantize_block(q, scale, zero_times_scale):
     """The NEON blocks of optimized_ops::Dequantize (ScaleWithNewZeroPoint without FMA):
     float(q) * scale + zero_times_scale in float32, two roundings; zero_times_scale is
@@ -347,14 +313,12 @@ def dequantize_block(q, scale, zero_times_scale):
     return np.float32(q) * np.float32(scale) + np.float32(zero_times_scale)
 
 
-@_jitable
 def round_half_away(v):
     """std::round on a double: to nearest, ties away from zero (exact, no +0.5 trick)."""
     t = np.trunc(v)
     return t + select(np.abs(v - t) >= 0.5, np.sign(v), 0.0)
 
 
-@_jitable
 def float_to_int32(v):
     """static_cast<int32_t>(float or double) as x86 compiles it (cvttss2si/cvttsd2si,
     also cvtps2dq for rounded values): truncation, and INT32_MIN for NaN and anything
@@ -363,7 +327,6 @@ def float_to_int32(v):
     return select(ok, np.int64(select(ok, v, 0.0)), INT32_MIN)
 
 
-@_jitable
 def float32_to_int32(v):
     """float_to_int32 of a float32, as an int32 (cvttps2dq, 16 lanes): truncation, and
     INT32_MIN for NaN and anything outside the int32 range. np.add on it wraps as C does."""
@@ -371,7 +334,6 @@ def float32_to_int32(v):
     return select(ok, np.int32(select(ok, v, np.float32(0))), np.int32(INT32_MIN))
 
 
-@_jitable
 def quantize_reference(x, scale, zero_point, qmin, qmax):
     """optimized_ops::AffineQuantize<int8/uint8> scalar tail (= reference AffineQuantize):
     static_cast<int32>(std::round(float x / double scale)) + zero_point (int32 wrap),
@@ -380,7 +342,6 @@ def quantize_reference(x, scale, zero_point, qmin, qmax):
     return saturate(wrap_int32(float_to_int32(v) + zero_point), qmin, qmax)
 
 
-@_jitable
 def quantize_block(x, inverse_scale, zero_point, qmin, qmax):
     """The NEON blocks of optimized_ops::AffineQuantize<int8/uint8>: x * inverse_scale in
     float32 (inverse_scale = float(1.0 / double(scale))), RoundToNearest = vcvtnq_s32_f32
@@ -389,7 +350,6 @@ def quantize_block(x, inverse_scale, zero_point, qmin, qmax):
     return clamp_int32(np.add(float32_to_int32(v), np.int32(zero_point)), qmin, qmax)
 
 
-@_jitable
 def quantize_per_channel(x, scale, zero_point, qmin, qmax):
     """reference_ops::PerChannelQuantize: std::round(x / scale) in float32 (roundf), cast,
     + zero_point, clamped."""
@@ -397,7 +357,6 @@ def quantize_per_channel(x, scale, zero_point, qmin, qmax):
     return saturate(wrap_int32(float_to_int32(v) + zero_point), qmin, qmax)
 
 
-@_jitable
 def dequantize_per_channel(q, scale, zero_point):
     """reference_ops::PerChannelDequantize: static_cast<float>(scale * (q - zero_point)),
     a float32 product."""

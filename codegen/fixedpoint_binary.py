@@ -9,7 +9,6 @@ Sources: LiteRT `optimized/integer_ops/{add,mul}.h`, `reference/{add,sub,mul,pre
 from __future__ import annotations
 
 import numpy as np
-from numba.extending import register_jitable
 
 from .fixedpoint import (clamp_int32, doubling_high_mul_int32, doubling_high_mul_int32_wide,
                          doubling_high_mul_rounded_int32, multiply_by_quantized_multiplier,
@@ -17,13 +16,11 @@ from .fixedpoint import (clamp_int32, doubling_high_mul_int32, doubling_high_mul
                          rounding_divide_by_pot_int32, saturate, select,
                          shift_left_or_floor_right_int32, wrap_int16_int32)
 
-_jitable = register_jitable
 _I32_2 = np.int32(2)
 
 
 # ---------------------------------------------------------------------- ADD / SUB / SQ. DIFF
 
-@_jitable
 def rescale_input_int32(q, offset, left_shift, multiplier, shift):
     """MultiplyByQuantizedMultiplierSmallerThanOneExp((q + offset) << left_shift, multiplier,
     shift) of the reference ADD/SUB/SQUARED_DIFFERENCE, in int32: |q + offset| <= 255 and
@@ -32,7 +29,6 @@ def rescale_input_int32(q, offset, left_shift, multiplier, shift):
     return doubling_high_mul_rounded_int32(shifted, multiplier, -shift, 0)
 
 
-@_jitable
 def add_sub_output(x1, x2, sign, output_multiplier, output_shift, output_offset, act_min,
                    act_max):
     """The second half of the reference ADD/SUB: the rescaled inputs (`rescale_input_int32`)
@@ -44,7 +40,6 @@ def add_sub_output(x1, x2, sign, output_multiplier, output_shift, output_offset,
                                                        output_offset), act_min, act_max)
 
 
-@_jitable
 def add_sub_reference(a, b, sign, input1_offset, input1_multiplier, input1_shift,
                       input2_offset, input2_multiplier, input2_shift, left_shift,
                       output_multiplier, output_shift, output_offset, act_min, act_max):
@@ -57,7 +52,6 @@ def add_sub_reference(a, b, sign, input1_offset, input1_multiplier, input1_shift
                           act_min, act_max)
 
 
-@_jitable
 def add_block_input(q, offset, multiplier, shift, left_shift, merged_shift):
     """One input of the NEON ADD blocks (`add_block`) at the common scale: q + offset
     shifted by left_shift + shift before vqrdmulhq (merged_shift=1), or by left_shift before
@@ -69,7 +63,6 @@ def add_block_input(q, offset, multiplier, shift, left_shift, merged_shift):
                                            (1 - merged_shift) * shift)
 
 
-@_jitable
 def add_block_output(x1, x2, output_multiplier, output_shift, output_offset, act_min, act_max,
                      qmin, qmax):
     """The second half of the NEON ADD blocks: the inputs at the common scale
@@ -83,7 +76,6 @@ def add_block_output(x1, x2, output_multiplier, output_shift, output_offset, act
     return clamp_int32(narrowed, act_min, act_max)
 
 
-@_jitable
 def add_block_output_in_int16(x1, x2, output_multiplier, output_shift, output_offset, act_min,
                               act_max):
     """`add_block_output` where Prepare's constants keep the rescaled sum, and it plus the
@@ -96,7 +88,6 @@ def add_block_output_in_int16(x1, x2, output_multiplier, output_shift, output_of
                        act_min, act_max)
 
 
-@_jitable
 def shifted_code_int32(q, shift):
     """q << shift as an int32: an ADD block input whose rescaling is a plain shift (the
     input of the larger scale, multiplier 2**30), with its offset added to the other
@@ -104,7 +95,6 @@ def shifted_code_int32(q, shift):
     return np.left_shift(np.int32(q), np.int32(shift))
 
 
-@_jitable
 def add_block_input_quadrupled(q, offset, multiplier, shift, left_shift, merged_shift,
                                addend):
     """4 * `add_block_input` + addend: the other input of `add_block_output_quadrupled`
@@ -115,13 +105,11 @@ def add_block_input_quadrupled(q, offset, multiplier, shift, left_shift, merged_
     return np.add(np.left_shift(rescaled, _I32_2), np.int32(addend))
 
 
-@_jitable
 def code_times_128_int16(q):
     """q * 128 as an int16: the per-element input of `add_block_output_int16_lanes`."""
     return np.left_shift(np.int16(q), np.int16(7))
 
 
-@_jitable
 def add_block_output_int16_lanes(x1, x2, multiplier, shift, act_min, act_max):
     """An int8 ADD block's output as floor((x1 + c) * multiplier / 2**(16 + shift)) + d,
     clamped, in int16 lanes (32 a vector instead of the int32 helpers' 16, the product's
@@ -136,13 +124,11 @@ def add_block_output_int16_lanes(x1, x2, multiplier, shift, act_min, act_max):
     return np.minimum(np.maximum(total, np.int16(act_min)), np.int16(act_max))
 
 
-@_jitable
 def add_block_output_int16_lanes_table_first(x1, x2, multiplier, shift, act_min, act_max):
     """`add_block_output_int16_lanes` where the first input is the one looked up."""
     return add_block_output_int16_lanes(x2, x1, multiplier, shift, act_min, act_max)
 
 
-@_jitable
 def add_block_output_quadrupled(x1, x2, output_multiplier, output_shift, output_offset,
                                 act_min, act_max, ties_reached):
     """`add_block_output_in_int16` of inputs given times 4 (`shifted_code_int32` <<
@@ -154,7 +140,6 @@ def add_block_output_quadrupled(x1, x2, output_multiplier, output_shift, output_
                        act_min, act_max)
 
 
-@_jitable
 def add_block(a, b, input1_offset, input1_multiplier, input1_shift, input2_offset,
               input2_multiplier, input2_shift, left_shift, output_multiplier, output_shift,
               output_offset, act_min, act_max, merged_shift, qmin, qmax):
@@ -171,7 +156,6 @@ def add_block(a, b, input1_offset, input1_multiplier, input1_shift, input2_offse
                             act_max, qmin, qmax)
 
 
-@_jitable
 def squared_difference_output(x1, x2, output_multiplier, output_shift, output_offset, act_min,
                               act_max):
     """The second half of SQUARED_DIFFERENCE: the difference of the rescaled inputs
@@ -184,7 +168,6 @@ def squared_difference_output(x1, x2, output_multiplier, output_shift, output_of
     return clamp_int32(np.add(raw, np.int32(output_offset)), act_min, act_max)
 
 
-@_jitable
 def squared_difference_reference(a, b, input1_offset, input1_multiplier, input1_shift,
                                  input2_offset, input2_multiplier, input2_shift, left_shift,
                                  output_multiplier, output_shift, output_offset, act_min,
@@ -199,7 +182,6 @@ def squared_difference_reference(a, b, input1_offset, input1_multiplier, input1_
 
 # ----------------------------------------------------------------------------------- MUL
 
-@_jitable
 def mul_rescale_int32(a, b, input1_offset, input2_offset, output_multiplier, output_shift):
     """MultiplyByQuantizedMultiplier((a + off1) * (b + off2), multiplier, shift), double
     rounding, in int32: |product| <= 255**2 < 2**16 and Prepare-time checks keep
@@ -214,7 +196,6 @@ def mul_rescale_int32(a, b, input1_offset, input2_offset, output_multiplier, out
     return rounding_divide_by_pot_int32(high, right)
 
 
-@_jitable
 def mul_reference(a, b, input1_offset, input2_offset, output_multiplier, output_shift,
                   output_offset, act_min, act_max):
     """reference_integer_ops::MulElementwise and the scalar loops of the optimized MUL:
@@ -226,7 +207,6 @@ def mul_reference(a, b, input1_offset, input2_offset, output_multiplier, output_
     return clamp_int32(np.add(raw, np.int32(output_offset)), act_min, act_max)
 
 
-@_jitable
 def mul_block(a, b, input1_offset, input2_offset, output_multiplier, output_shift,
               output_offset, act_min, act_max, saturate16, qmin, qmax):
     """The NEON blocks of LiteRT's quantized MUL (optimized/integer_ops/mul.h,
@@ -244,7 +224,6 @@ def mul_block(a, b, input1_offset, input2_offset, output_multiplier, output_shif
 
 # --------------------------------------------------------------------------------- PRELU
 
-@_jitable
 def prelu_reference(x, alpha, input_offset, alpha_offset, output_multiplier_1,
                     output_shift_1, output_multiplier_2, output_shift_2, output_offset,
                     qmin, qmax):

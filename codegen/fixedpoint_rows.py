@@ -8,21 +8,17 @@ code), from its primitives.
 from __future__ import annotations
 
 import numpy as np
-from numba import types
-from numba.extending import register_jitable
 
 from .fixedpoint import (float_to_int32, inv_sqrt_quantized_multiplier_exp,
                          multiply_by_quantized_multiplier,
                          multiply_by_quantized_multiplier_smaller_than_one, round_half_away,
                          saturate, wrap_int32)
-
-_jitable = register_jitable
+from .libm import logf
 
 
 # ---------------------------------------------------------------------------- reductions
 # From the exact sum of a reduction's codes to its output code (codegen.quant_rows).
 
-@_jitable
 def mean_output(total, offset, multiplier, shift, output_zero_point, qmin, qmax):
     """reference_ops::QuantizedMeanOrSum's mean: MultiplyByQuantizedMultiplier(sum - zp_in * n)
     with the multiplier already divided by n (offset = zp_in * n), + zp_out, clamped."""
@@ -30,14 +26,12 @@ def mean_output(total, offset, multiplier, shift, output_zero_point, qmin, qmax)
                     + output_zero_point, qmin, qmax)
 
 
-@_jitable
 def hw_mean_output(total, multiplier, shift, bias, qmin, qmax):
     """optimized_integer_ops::Mean's scalar tail: MultiplyByQuantizedMultiplier(sum) + bias,
     clamped (the zero points are in the bias; its vector blocks round alike where claimed)."""
     return saturate(multiply_by_quantized_multiplier(total, multiplier, shift) + bias, qmin, qmax)
 
 
-@_jitable
 def sum_output(total, scale, bias, output_zero_point, qmin, qmax):
     """optimized_ops::QuantizedMeanOrSum's sum: std::round(float(sum) * scale + bias) in
     float32, cast to int32, + zp_out, clamped."""
@@ -49,20 +43,17 @@ def sum_output(total, scale, bias, output_zero_point, qmin, qmax):
 # optimized_ops::Softmax<In, Out> (int8 -> int8, uint8 -> uint8): after the row's exps from its
 # table, one float32 inverse per row and one rounding per element (codegen.quant_rows).
 
-@_jitable
 def softmax_inverse(total, output_scale):
     """1.0f / (sum_exp * params.scale), in float32."""
     return np.float32(1.0) / (np.float32(total) * np.float32(output_scale))
 
 
-@_jitable
 def softmax_output(e, inverse, zero_point, qmin, qmax):
     """QuantizeSoftmaxOutput<int8_t>: (int32_t)std::round(e * inverse) + zero_point, clamped."""
     v = round_half_away(np.float32(e) * np.float32(inverse))
     return saturate(wrap_int32(float_to_int32(v) + zero_point), qmin, qmax)
 
 
-@_jitable
 def softmax_output_uint8(e, inverse, qmin, qmax):
     """QuantizeSoftmaxOutput<uint8_t> on x86: (int32_t)(e * inverse + 0.5f), no zero point,
     clamped."""
@@ -70,18 +61,13 @@ def softmax_output_uint8(e, inverse, qmin, qmax):
                     qmin, qmax)
 
 
-_logf = types.ExternalFunction("logf", types.float32(types.float32))
-
-
-@_jitable
 def log_softmax_offset(total, largest, input_scale, output_scale):
     """optimized_ops::LogSoftmax's `precomputed`: (S_in * max + std::log(sum_exp)) / S_out in
-    float32, with glibc's logf (kernels only: numpy's log differs in the last bit)."""
-    return ((np.float32(input_scale) * np.float32(largest) + _logf(np.float32(total)))
+    float32, with glibc's logf (numpy's log differs in the last bit)."""
+    return ((np.float32(input_scale) * np.float32(largest) + logf(np.float32(total)))
             / np.float32(output_scale))
 
 
-@_jitable
 def log_softmax_output(q, offset, scale, zero_point, qmin, qmax):
     """optimized_ops::LogSoftmax's output: std::rint(scale * q - offset) + zero_point (ties to
     even), clamped; scale = S_in / S_out in float32."""
@@ -94,32 +80,27 @@ def log_softmax_output(q, offset, scale, zero_point, qmin, qmax):
 # Per row, the exact sum of (q - zp)**2 and its GetInvSqrtQuantizedMultiplierExp; per element,
 # the code rescaled by it to the output's fixed 1/128 scale.
 
-@_jitable
 def centred_square(q, zero_point):
     """(q - zp)**2, the terms of a row's squared L2 norm (exact in int32 for 8-bit codes)."""
     return (q - zero_point) * (q - zero_point)
 
 
-@_jitable
 def inv_sqrt_multiplier(total):
     """The multiplier of inv_sqrt_quantized_multiplier_exp(total), once per row."""
     return inv_sqrt_quantized_multiplier_exp(total)[0]
 
 
-@_jitable
 def inv_sqrt_shift(total):
     """The shift of inv_sqrt_quantized_multiplier_exp(total), once per row."""
     return inv_sqrt_quantized_multiplier_exp(total)[1]
 
 
-@_jitable
 def l2_norm_output(q, multiplier, shift, zero_point):
     """int8: MultiplyByQuantizedMultiplier(q - zp, multiplier, shift + 7), clamped to int8."""
     return saturate(multiply_by_quantized_multiplier(q - zero_point, multiplier, shift + 7),
                     -128, 127)
 
 
-@_jitable
 def l2_norm_output_uint8(q, multiplier, shift, zero_point):
     """uint8: 128 + MultiplyByQuantizedMultiplierSmallerThanOneExp(128 * (q - zp), multiplier,
     shift), clamped to uint8."""

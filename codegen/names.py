@@ -19,7 +19,7 @@ KERNEL_HELPERS = {**HELPER_MODULES, "aligned_copy": "codegen.native",
                   "stack_empty": "codegen.native", "stream_store": "codegen.native",
                   "stream_fence": "codegen.native", "line_aligned": "codegen.native",
                   "lookup_bytes": "codegen.lut", "lookup_bytes_scalar": "codegen.lut",
-                  **{name: helper.__module__ for name, helper in QCALL_HELPERS.items()}}
+                  **dict.fromkeys(QCALL_HELPERS, "codegen.fixedpoint_numba")}
 
 
 RESERVED = {"np", "carray", "cfunc", "njit", "prange", "context", "node", "tensors", "range",

@@ -1,7 +1,8 @@
 """The fixed-point helpers a QCALL kernel op may name (codegen.lower), by name.
 
-A QCALL carries its helper's name: generated kernels import the helper from its module
-(codegen.render), and the numpy references call it on arrays (quant_reference.run_qcall).
+A QCALL carries its helper's name: generated kernels import the helper from
+codegen.fixedpoint_numba, which registers it with numba, and the numpy references call it on
+arrays (quant_reference.run_qcall).
 """
 from __future__ import annotations
 

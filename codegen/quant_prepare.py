@@ -13,9 +13,9 @@ from dataclasses import astuple, dataclass
 from typing import Callable
 
 import numpy as np
-from numba import njit, types
 
 from . import fixedpoint as fp
+from .libm import erfcf, expf, expm1f, logf, tanhf
 from .qparams import QParams, QuantError, float_warnings_off, same_dtype
 
 _f32 = np.float32
@@ -92,39 +92,6 @@ def activation_range_quantized(activation: int, output: QParams) -> tuple[int, i
 
 # ------------------------------------------------------------------------- lookup tables
 
-_LIBM = ("tanhf", "expf", "expm1f", "logf", "erfcf")
-_tanhf_c, _expf_c, _expm1f_c, _logf_c, _erfcf_c = (
-    types.ExternalFunction(name, types.float32(types.float32)) for name in _LIBM)
-
-
-@njit(cache=True)
-def _libm_loop(code, x):
-    out = np.empty_like(x)
-    for i in range(x.shape[0]):
-        v = x[i]
-        if code == 0:
-            out[i] = _tanhf_c(v)
-        elif code == 1:
-            out[i] = _expf_c(v)
-        elif code == 2:
-            out[i] = _expm1f_c(v)
-        elif code == 3:
-            out[i] = _logf_c(v)
-        else:
-            out[i] = _erfcf_c(v)
-    return out
-
-
-def _libm_f32(name: str) -> Callable[[np.ndarray], np.ndarray]:
-    """A glibc float function over a float32 array. LiteRT's LUTs call glibc (tanhf, expf,
-    expm1f, logf and erfcf are imported dynamically by the wheel); numpy's own SIMD versions
-    differ in the last bit, so these are called as external C functions from numba, compiled
-    once and cached: compiling the loop cost every new process seconds at prepare."""
-    code = _LIBM.index(name)
-    return lambda x: _libm_loop(code, np.ascontiguousarray(x, np.float32))
-
-
-tanhf, expf, expm1f, logf, erfcf = (_libm_f32(n) for n in _LIBM)
 _ONE, _HALF = np.float32(1.0), np.float32(0.5)
 _SQRT_2_OVER_PI = np.float32(1.1283791670955126 * 0.7071067811865476)  # M_2_SQRTPI*M_SQRT1_2
 _MINUS_SQRT1_2 = np.float32(-0.7071067811865476)

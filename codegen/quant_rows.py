@@ -12,7 +12,8 @@ import numpy as np
 
 from . import fixedpoint as fp
 from .qparams import QParams, QuantError
-from .quant_prepare import expf, quantize_multiplier
+from .libm import expf
+from .quant_prepare import quantize_multiplier
 from .quant_support import shift_overflows, tensor_reason
 
 _f32 = np.float32

@@ -110,27 +110,21 @@ def render_kernel(ir: KernelIR, schedule: Schedule, layout: TensorTableLayout) -
     streamed = [t for nest in schedule.nests if nest.elements
                 and isinstance(nest, ElementwiseNest) for t in nest.streamed]
     setup = allocations(ir, names, schedule, local)
-    fast_lines = nest_blocks(ir, names, schedule, local, fast) if fast else []
-    body = one_body(exact, fast_lines) if fast else None
     nests: list[str] = []
-    if body is not None:
+    first: list[str] = []
+    if fast or streamed:
+        body = one_body(exact, nest_blocks(ir, names, schedule, local, fast))
         arrays = list(dict.fromkeys([*(names[t] for t in memory),
                                      *(line.split(" = ")[0] for line in setup)]))
-        nests = nests_function(f"{ir.name}_nests", arrays, body)
-        first = [*fast_comment(fast, 1 + bool(streamed)),
-                 *wrap_call(f"if {ir.name}_nests(", [*arrays, "False"], ") < INF_BITS:",
-                            width=LINE_LIMIT - len(INDENT) * (1 + bool(streamed))),
-                 INDENT + "return"]
+        nests = nests_function(f"{ir.name}_nests", arrays, body, bool(fast))
+        width = LINE_LIMIT - len(INDENT) * (1 + bool(streamed))
+        first = ([*fast_comment(fast, 1 + bool(streamed)),
+                  *wrap_call(f"if {ir.name}_nests(", [*arrays, "False"], ") < INF_BITS:",
+                             width=width), INDENT + "return"] if fast else
+                 [*wrap_call(f"{ir.name}_nests(", [*arrays, "False"], ")", width=width),
+                  "return"])
         exact = wrap_call(f"{ir.name}_nests(", [*arrays, "True"], ")",
                           width=LINE_LIMIT - len(INDENT))
-    elif fast:
-        first = [*fast_comment(fast, 1 + bool(streamed)), "misses = np.int32(0)",
-                 *fast_lines, "if misses < INF_BITS:", INDENT + "return"]
-    elif streamed:
-        first = [*EXACT_LOOP_COMMENT, *nest_blocks(ir, names, schedule, local, None),
-                 "return"]
-    else:
-        first = []
     if streamed:
         first = [*STREAMED_COMMENT, *all_line_aligned([names[t] for t in streamed]),
                  *(INDENT + line for line in first)]
@@ -146,22 +140,30 @@ def render_kernel(ir: KernelIR, schedule: Schedule, layout: TensorTableLayout) -
     table_lines = tables(ir, names, schedule)
     constants = module_constants([*lines, *nests, *table_lines])
     lines = header(ir, names, schedule) + [
-        "", *module_imports([*lines, *nests], bool(parallel),
+        "", *module_imports([*lines, *nests, *constants, *table_lines], bool(parallel),
                             {ir.value(t).dtype for t in memory}),
         *(["", *constants] if constants else []), *table_lines, "", *nests, *kernel, "", "",
         *entry_point(ir, names, memory, layout), ""]
     return "\n".join(lines)
 
 
-def nests_function(name: str, arrays: list[str], body: list[str]) -> list[str]:
-    """The nests once for both loops (codegen.variants), a function of the kernel's arrays."""
+def nests_function(name: str, arrays: list[str], body: list[str], fast: bool) -> list[str]:
+    """The nests once for both loops (codegen.variants), a function of the kernel's arrays:
+    the exact loop and the fast one, or without a fast loop, the loop that streams its
+    outputs."""
+    first = (["The nests: with `exact` as LiteRT computes them; else the fast loop,",
+              "which returns the largest magnitude() it checks. `exact` is a constant at"]
+             if fast else
+             ["The nests as LiteRT computes them: with `exact` storing the outputs,",
+              "else streaming them past the caches. `exact` is a constant at"])
+    docstring = [f'"""{first[0]}', first[1],
+                 'each call: numba keeps one branch of each `if exact`."""']
     return ["@njit(error_model='numpy', nogil=True, inline='always')",
             *wrap_call(f"def {name}(", [*arrays, "exact"], "):"),
-            f'{INDENT}"""The nests: with `exact` as LiteRT computes them; else the fast loop,',
-            f"{INDENT}which returns the largest magnitude() it checks. `exact` is a constant at",
-            f'{INDENT}each call: numba keeps one branch of each `if exact`."""',
-            f"{INDENT}misses = np.int32(0)", *(INDENT + line for line in body),
-            f"{INDENT}return misses", "", ""]
+            *(INDENT + line for line in docstring),
+            *([f"{INDENT}misses = np.int32(0)"] if fast else []),
+            *(INDENT + line for line in body),
+            *([f"{INDENT}return misses"] if fast else []), "", ""]
 
 
 def all_line_aligned(arrays: list[str]) -> list[str]:
@@ -225,9 +227,12 @@ def tables(ir: KernelIR, names: dict[int, str], schedule: Schedule) -> list[str]
 
 
 def module_imports(body: list[str], parallel: bool, dtypes: set[str]) -> list[str]:
-    used = {name for line in body for name in re.findall(r"\b([a-z_0-9]+)\(", line)}
+    """The imports of what `body` (all but the entry point) calls, and the entry point's."""
+    code = [line.split("#")[0] for line in body]
+    used = {name for line in code for name in re.findall(r"\b([a-z_0-9]+)\(", line)}
     numba_names = "carray, cfunc, njit" + (", prange" if parallel else "")
-    lines = ["import numpy as np", f"from numba import {numba_names}", ""]
+    numpy = ["import numpy as np"] if any(re.search(r"\bnp\.", line) for line in code) else []
+    lines = [*numpy, f"from numba import {numba_names}", ""]
     by_module: dict[str, list[str]] = {}
     for name in sorted(used & set(KERNEL_HELPERS)):
         by_module.setdefault(KERNEL_HELPERS[name], []).append(name)

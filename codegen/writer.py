@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import re
+import textwrap
 
 
 INDENT = "    "
@@ -32,7 +33,25 @@ def wrap_call(opening: str, args: list[str], closing: str, indent: str = "",
 def assignment(target: str, expr: str, width: int) -> list[str]:
     """`target = expr`, broken within `width` at the outermost call's commas, else at the
     outermost binary operator (the expression then in parentheses)."""
-    line = f"{target} = {expr}"
+    return _broken(f"{target} = ", expr, width)
+
+
+def fit(lines: list[str], width: int) -> list[str]:
+    """A statement written as `lines` (unindented, continuation lines as the writer breaks
+    them) written again within `width`: a comment line as comment lines, a call or an
+    assignment broken as `assignment` breaks one; a line it cannot break stays whole."""
+    if lines[0].startswith("#"):
+        return ["# " + line for line in textwrap.wrap(lines[0][1:].strip(), width - 2)]
+    text = lines[0]
+    for line in lines[1:]:
+        text += ("" if text.endswith(("(", "[")) else " ") + line.strip()
+    target, equals, expr = text.partition(" = ")
+    return assignment(target, expr, width) if equals else _broken("", text, width)
+
+
+def _broken(opening: str, expr: str, width: int) -> list[str]:
+    """`opening` and `expr`, broken as `assignment` says."""
+    line = opening + expr
     if len(line) <= width:
         return [line]
     depth, commas, operator = 0, [], None
@@ -46,8 +65,8 @@ def assignment(target: str, expr: str, width: int) -> list[str]:
     if call and expr.endswith(")") and operator is None:
         bounds = [call.end(), *(i + 2 for i in commas), len(expr) + 1]
         args = [expr[a:b - 2] for a, b in zip(bounds, bounds[1:])]
-        return wrap_call(f"{target} = {call.group()}", args, ")", width=width)
+        return wrap_call(opening + call.group(), args, ")", width=width)
     if operator is not None:
-        opening = f"{target} = ("
+        opening += "("
         return [opening + expr[:operator], " " * len(opening) + expr[operator + 1:] + ")"]
     return [line]

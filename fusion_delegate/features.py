@@ -10,16 +10,18 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from enum import Enum
-from typing import Sequence
+from typing import TYPE_CHECKING, Sequence
 
 from codegen.ir import KernelIR
 from codegen.ops import OPS, REDUCTIONS
-from codegen.pipeline import Built
 from codegen.composites import COMPOSITES
 from codegen.quant_ops import CONVERSIONS, XNNPACK_INT8
 
 from .claims import op_name, qparams
 from .context import Context, Partition
+
+if TYPE_CHECKING:
+    from codegen.pipeline import Built
 
 #: Ops XNNPACK runs element by element, in place where it can: cutting its partition next to
 #: one costs more than next to others (convolutions, matmuls).

@@ -1,5 +1,6 @@
 """How the codegen modules depend on each other: no import circle, and the modules that
-analyse or plan a kernel import no numba (only the helpers generated code imports need it)."""
+analyse or plan a kernel, and claiming, import no numba (only the helpers generated code
+imports need it)."""
 import ast
 import subprocess
 import sys
@@ -9,7 +10,12 @@ from conftest import ROOT
 #: Modules that read or rewrite the IR and plan kernels: importing them must not load numba
 #: or llvmlite (claiming and planning run where no kernel is compiled).
 ANALYSIS_MODULES = ("ir", "ops", "literals", "composites", "padding", "chains", "schedule",
-                    "target", "qparams", "quant_ops", "quant_paths")
+                    "target", "nests", "fastpath", "lower", "islands", "qparams", "quant_ops",
+                    "quant_paths", "quant_prepare", "quant_reference", "quant_support",
+                    "quant_rows", "quant_parts", "fixedpoint", "fixedpoint_binary",
+                    "fixedpoint_rows", "qcall", "libm")
+#: ... and what decides which nodes and partitions to claim.
+CLAIMING_MODULES = ("fusion_delegate.claims", "fusion_delegate.features", "fusion_delegate.policy")
 
 
 def codegen_imports() -> dict[str, set[str]]:
@@ -62,9 +68,23 @@ def test_the_cycle_check_finds_a_circle():
     assert cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == ["a", "b", "c", "a"]
 
 
-def test_analysis_modules_import_no_numba():
-    imports = "; ".join(f"import codegen.{name}" for name in ANALYSIS_MODULES)
+def compilers_loaded(modules: list[str]) -> str:
+    """Which of numba and llvmlite a fresh interpreter has loaded after importing `modules`."""
+    imports = "; ".join(f"import {name}" for name in modules)
     check = "print(sorted(m for m in ('numba', 'llvmlite') if m in sys.modules))"
     result = subprocess.run([sys.executable, "-c", f"import sys; {imports}; {check}"],
                             cwd=ROOT, capture_output=True, text=True, check=True)
-    assert result.stdout.strip() == "[]"
+    return result.stdout.strip()
+
+
+def test_analysis_modules_import_no_numba():
+    assert compilers_loaded([f"codegen.{name}" for name in ANALYSIS_MODULES]) == "[]"
+
+
+def test_claiming_imports_no_numba():
+    assert compilers_loaded(list(CLAIMING_MODULES)) == "[]"
+
+
+def test_the_helpers_kernels_import_do_import_numba():
+    """The check above sees numba where it is loaded."""
+    assert compilers_loaded(["codegen.fixedpoint_numba"]) == "['llvmlite', 'numba']"

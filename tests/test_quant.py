@@ -17,6 +17,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from numba import njit
 
+import codegen.fixedpoint_numba  # noqa: F401 - registers the helpers with numba, as in kernels
 from codegen import fixedpoint as fp
 from codegen.qcall import QCALL_HELPERS
 from codegen.qparams import DTYPE_RANGES, ChannelQParams, QParams, QuantError

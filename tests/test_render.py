@@ -3,6 +3,7 @@
 Whether the two loops agree with LiteRT is the equivalence tests' job (tests/test_equivalence.py
 runs every random model with and without inf/NaN inputs); here: what the analysis decides.
 """
+import ast
 import re
 from dataclasses import replace
 
@@ -17,9 +18,12 @@ from codegen.fastpath import FastPath
 from codegen.render import TensorTableLayout
 from codegen.schedule import STREAM_MIN_BYTES
 from codegen.variants import one_body
+from codegen.writer import INDENT, LINE_LIMIT
 from conftest import HOST, builtin_interpreter, kernel_source, run, same_bits
 from fusion_delegate import FusionDelegate
-from perf.workloads import Workload, bias_relu6_scale, chain16, se_gate
+from fusion_delegate.demo import build_demo_model, build_quantized_demo_model
+from perf.workloads import (NORM_WORKLOADS, WORKLOADS, Workload, bias_relu6_scale, chain16,
+                            se_gate)
 
 LAYOUT = TensorTableLayout(context_tensors_offset=16, tensor_size=112, tensor_data_offset=8)
 SHAPE = (4, 8)
@@ -90,6 +94,7 @@ def test_generated_lines_fit_in_100_columns_however_deep_the_nest():
                            LAYOUT)
     assert "for part in prange(2):" in source and "for tile in" in source and "misses" in source
     assert max(len(line) for line in source.splitlines() if not line.startswith("#")) <= 100
+    assert source.count("# Nest 1 over") == 1          # the fast and exact loops as one text
 
 
 def test_the_precision_is_in_the_text_only_where_some_op_depends_on_it():
@@ -314,7 +319,7 @@ def test_stream_store_casts_its_value_and_line_aligned_finds_the_line():
 
 def test_the_two_loops_are_one_text_where_they_differ_in_whole_statements():
     """codegen.variants: lines both loops have once, the rest under `if exact:`, `else:` or
-    `if not exact:`; a difference inside a statement (a continuation line) keeps two copies."""
+    `if not exact:`."""
     exact = ["for i in range(4):", "    y[i] = clamp_overflow(x[i] + c)", "z = 1"]
     fast = ["for i in range(4):", "    y[i] = x[i] + c", "    misses = max(misses, y[i])",
             "stream_fence()", "z = 1"]
@@ -322,4 +327,70 @@ def test_the_two_loops_are_one_text_where_they_differ_in_whole_statements():
         "for i in range(4):", "    if exact:", "        y[i] = clamp_overflow(x[i] + c)",
         "    else:", "        y[i] = x[i] + c", "        misses = max(misses, y[i])",
         "if not exact:", "    stream_fence()", "z = 1"]
-    assert one_body(["y = f(a,", "      b)"], ["y = f(a,", "      c)"]) is None
+
+
+def test_a_statement_whose_continuation_line_differs_is_one_text_under_if_exact():
+    """A difference in a continuation line is a difference of the whole statement; its block
+    (the loop around it) stays one."""
+    exact = ["for i in range(4):", "    y[i] = f(a[i],", "             b[i])", "z = 1"]
+    fast = ["for i in range(4):", "    y[i] = f(a[i],", "             c[i])", "z = 1"]
+    assert one_body(exact, fast) == [
+        "for i in range(4):", "    if exact:", "        y[i] = f(a[i],", "                 b[i])",
+        "    else:", "        y[i] = f(a[i],", "                 c[i])", "z = 1"]
+
+
+def test_a_statement_the_if_takes_past_the_line_limit_is_wrapped_again():
+    """Under `if exact:` a statement is an indent deeper: one that then passes LINE_LIMIT is
+    broken again, at its call's arguments or at its operator."""
+    call = "y = f(" + ", ".join(f"argument_{k}" for k in range(6)) + ")"
+    pad = " " * (LINE_LIMIT - len(INDENT) - len(call))       # just fits, one indent in
+    body = one_body([pad + call, pad + "z = 1"], [pad + "z = 1"])
+    assert [line.strip() for line in body] == [
+        "if exact:", "y = f(argument_0, argument_1, argument_2, argument_3, argument_4,",
+        "argument_5)", "z = 1"]
+    a, b = "a" * 40, "b" * (len(call) - 47)
+    body = one_body([pad + "y = 0"], [f"{pad}y = {a} + {b}"])
+    assert [line.strip() for line in body] == ["if exact:", "y = 0", "else:", f"y = ({a}",
+                                                f"+ {b})"]
+    assert all(len(INDENT + line) <= LINE_LIMIT for line in body)
+
+
+def unread_names(source: str) -> set[str]:
+    """The names a kernel module defines at its top (constants, tables, imports) that nothing
+    in it reads."""
+    tree = ast.parse(source)
+    defined = {target.id for node in tree.body if isinstance(node, ast.Assign)
+               for target in node.targets}
+    defined |= {alias.asname or alias.name for node in tree.body
+                if isinstance(node, (ast.Import, ast.ImportFrom)) for alias in node.names}
+    return defined - {node.id for node in ast.walk(tree)
+                      if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load)}
+
+
+def identity_tables(source: str) -> list[str]:
+    """The tables that give every 8-bit code back: by q - qmin, or by the raw byte of int8."""
+    identities = (list(range(-128, 128)), list(range(256)), [*range(128), *range(-128, 0)])
+    return [node.targets[0].id for node in ast.parse(source).body
+            if isinstance(node, ast.Assign) and node.targets[0].id.endswith("_TABLE")
+            and [ast.literal_eval(e) for e in node.value.args[0].elts] in identities]
+
+
+@pytest.mark.parametrize("model", [
+    "demo", "demo_int8", *(f"{name}_1000" for name in ("int8_block", "int8_island",
+                                                         "hard_swish_int8", "transcendental",
+                                                         "gelu", "layernorm_c48",
+                                                         "softmax_c128"))])
+def test_kernel_sources_define_only_what_they_read(tmp_path, model):
+    """No constant, table or import a kernel never reads (int8 kernels once carried the float
+    constants, GELU's kernel numpy), and no table that looks every code up as itself."""
+    workloads = {**WORKLOADS, **NORM_WORKLOADS}
+    content = (build_demo_model(tokens=16, width=32) if model == "demo" else
+               build_quantized_demo_model(size=8) if model == "demo_int8" else
+               workloads[model.removesuffix("_1000")].case(1000).model)
+    for precision in ("fast", "exact"):
+        delegate = FusionDelegate(cache_dir=str(tmp_path), min_speedup=0.0, precision=precision)
+        builtin_interpreter(content, [delegate])
+        assert delegate.kernels, precision
+        for kernel in delegate.kernels.values():
+            source = kernel.kernel.source
+            assert not unread_names(source) and not identity_tables(source), source
