@@ -3,17 +3,15 @@
 codegen.fixedpoint, fixedpoint_binary and fixedpoint_rows are numpy code that claiming and the
 references run on arrays without numba. Registered here (`register_jitable`), the same
 functions compile for scalars in `@njit` code, inlined into the caller's loop; `select` is a
-select on scalars there, and codegen.libm's logf (glibc's, through ctypes) a call of glibc's
-logf.
+select on scalars there, and codegen.libm's logf a call of glibc's logf.
 """
 from __future__ import annotations
 
 import inspect
 
-from numba import types
 from numba.extending import overload, register_jitable
 
-from . import fixedpoint, fixedpoint_binary, fixedpoint_rows, libm
+from . import fixedpoint, fixedpoint_binary, fixedpoint_rows, glibc, libm
 from .qcall import QCALL_HELPERS
 
 for _module in (fixedpoint, fixedpoint_binary, fixedpoint_rows):
@@ -30,12 +28,9 @@ def _select_scalar(condition, if_true, if_false):
     return impl
 
 
-_logf = types.ExternalFunction("logf", types.float32(types.float32))
-
-
 @overload(libm.logf)
 def _logf_scalar(x):
-    return lambda x: _logf(x)
+    return lambda x: glibc.logf(x)
 
 
 # The helpers by name, for the kernels' `from codegen.fixedpoint_numba import add_block, ...`.

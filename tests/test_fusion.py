@@ -183,7 +183,6 @@ def test_claims_list_partitions_with_nodes_ops_tensors_and_source(cache_dir):
 
 
 def test_codegen_knows_nothing_of_ctypes_or_the_delegate():
-    """... but for codegen.libm, which calls glibc's float functions without numba."""
     for path in (ROOT / "codegen").glob("*.py"):
         tree = ast.parse(path.read_text())
         imported = {alias.name.split(".")[0] for node in ast.walk(tree)
@@ -191,8 +190,7 @@ def test_codegen_knows_nothing_of_ctypes_or_the_delegate():
                     for alias in node.names} | {
             (node.module or "").split(".")[0] for node in ast.walk(tree)
             if isinstance(node, ast.ImportFrom)}
-        foreign = {"fusion_delegate"} | ({"ctypes"} if path.name != "libm.py" else set())
-        assert not imported & foreign, path.name
+        assert not imported & {"ctypes", "fusion_delegate"}, path.name
 
 
 def test_a_wrong_op_expression_is_caught_by_the_equivalence_check(monkeypatch, tmp_path):
