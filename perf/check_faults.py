@@ -31,6 +31,7 @@ from codegen.ops import OPS  # noqa: E402
 from faults import ROUNDABLE, SIGNED_ZERO  # noqa: E402
 from fusion_delegate.model import read_model  # noqa: E402
 from fusion_delegate.options import FusionOptions  # noqa: E402
+from fusion_delegate.tolerances import node_params  # noqa: E402
 from fusion_delegate.tools.runner import build  # noqa: E402
 
 CORPUS = Path(os.environ.get("FUSION_CORPUS_DIR", ROOT / "tests" / "models" / "corpus"))
@@ -39,31 +40,39 @@ CORPUS = Path(os.environ.get("FUSION_CORPUS_DIR", ROOT / "tests" / "models" / "c
 def faults_for(model: bytes, options: FusionOptions) -> list[str]:
     """The faults that can show in this model: a float op of a float partition (all of its
     outputs float32) to round differently and to lose a zero's sign, and the int8 tail fault
-    where a partition writes int8; of each, an op whose result the partition writes where one
-    is. A float op inside an int8 partition is computed into a table
+    where a partition writes int8. A fault the tolerances allow (a rounding after an
+    approximated op) or no output can show is no fault of the kernel and is not injected. A float op inside an int8 partition is computed into a table
     (codegen.lower) and its -0.0 never reaches an output."""
     runner = build(model, fuse=options, resolver="builtin")
     interpreter, delegate = runner.interpreter, runner.delegate
     dtypes = {d["index"]: d["dtype"] for d in interpreter.get_tensor_details()}
     graph = read_model(model).subgraphs[0]
-    float_ops, written_ops, int8 = [], [], False
+    fed_exactly, written_ops, int8 = [], [], False   # ops, (op, node) of exactly fed ops
     for partition in delegate.last_partitions:
         written = {dtypes.get(t) for t in partition.outputs}
         int8 |= bool(written & {np.int8, np.uint8})
-        if written == {np.float32}:
-            ops = [(delegate.claims[n].op, graph.operators[n]) for n in sorted(partition.nodes)
-                   if delegate.claims[n].op in OPS]
-            float_ops += ops
-            written_ops += [(op, node) for op, node in ops
-                            if set(node.outputs) & set(partition.outputs)]
-    faults = []
-    for kind, kind_ops in (("round", ROUNDABLE), ("negzero", SIGNED_ZERO)):
-        # An op whose result the partition writes first: a -0.0 that only reaches the outputs
-        # through a sum (MEAN's) cannot change them.
-        candidates = [op for op, node in written_ops + float_ops
-                      if op in kind_ops and (kind == "round" or _signs_zero(op, node, graph))]
-        if candidates:
-            faults.append(f"{kind}:{candidates[0]}")
+        if written != {np.float32}:
+            continue
+        exact = set(partition.inputs)         # what check feeds a partition is exact
+        for n in sorted(partition.nodes):
+            op, node = delegate.claims[n].op, graph.operators[n]
+            if op not in OPS:
+                continue
+            if not all(t in exact for t in node.inputs if t >= 0):
+                continue
+            fed_exactly.append(op)
+            if OPS[op].tolerance_for(node_params(graph, node), options.precision).exact:
+                exact |= set(node.outputs)
+            if set(node.outputs) & set(partition.outputs):
+                written_ops.append((op, node))
+    # Either shows only where the op's bound is zero: its inputs exact. A -0.0 also only where
+    # the partition writes it (a sum such as MEAN's, or an added bias, takes its sign away),
+    # from an op that can give one there.
+    rounding = [op for op in fed_exactly if op in ROUNDABLE]
+    signing = [op for op, node in written_ops
+               if op in SIGNED_ZERO and _signs_zero(op, node, graph)]
+    faults = [f"{kind}:{ops[0]}" for kind, ops in (("round", rounding), ("negzero", signing))
+              if ops]
     if int8:
         faults.append("tail_lsb")
     return faults
