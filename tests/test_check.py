@@ -112,6 +112,15 @@ def test_check_passes_on_the_demo_models(models, model):
                      result.stdout, re.M)
 
 
+def test_check_of_a_model_with_nothing_delegated_passes_at_once(models):
+    """The outputs are LiteRT's own: no search, whatever the budget."""
+    result = cli(models, "check", "mul_add.tflite", "--seconds", "600",
+                 "--option", "exclude_nodes=0,1")
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert result.stdout.splitlines()[-1] == \
+        "check: pass (nothing delegated: the outputs are LiteRT's own)"
+
+
 def test_check_tries_the_given_inputs_first(models):
     inputs = models / "given.npz"
     np.savez(inputs, x=np.full((2, 3, 37), -0.0, np.float32), y=np.ones((2, 3, 37), np.float32))
