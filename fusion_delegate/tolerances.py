@@ -40,10 +40,11 @@ OpUse = tuple[str, tuple[int, ...], int, dict]
 
 
 def ulp32(x: np.ndarray) -> np.ndarray:
-    """The float32 ulp at |x| (the smallest subnormal at 0; inf at inf)."""
+    """The float32 ulp at |x| (the smallest subnormal at 0; 2^104 at FLT_MAX, the gap below it;
+    inf at inf)."""
     a = np.abs(np.asarray(x, np.float32))
-    with np.errstate(invalid="ignore"):
-        return np.spacing(a).astype(np.float64)
+    with np.errstate(invalid="ignore", over="ignore"):
+        return np.where(a == np.float32(FLT_MAX), 2.0 ** 104, np.spacing(a).astype(np.float64))
 
 
 def ordered(values: np.ndarray) -> np.ndarray:
@@ -86,9 +87,13 @@ def op_bound(name: str, args: list[np.ndarray], errs: list[np.ndarray], y: np.nd
         if any(np.any(e) for e in errs):
             center = apply(spec, args, params)
             for signs in itertools.product((-1.0, 1.0), repeat=len(args)):
-                moved = apply(spec, [a + s * e for a, s, e in zip(args, signs, errs)], params)
-                deviation = np.fmax(deviation, np.abs(moved - center))
-            deviation = np.where(np.isnan(deviation), np.inf, deviation)
+                # An infinite or NaN input is LiteRT's exactly (a kernel keeps it): not moved.
+                moved = apply(spec, [np.where(np.isfinite(a), a + s * e, a)
+                                     for a, s, e in zip(args, signs, errs)], params)
+                # NaN on one side only: the error can be anything (inf - inf is no change).
+                same = (moved == center) | (np.isnan(moved) & np.isnan(center))
+                change = np.where(same, 0.0, np.abs(moved - center))
+                deviation = np.maximum(deviation, np.where(np.isnan(change), np.inf, change))
             if name in ("SIN", "COS"):
                 # Not monotonic: the ends of [x - e, x + e] can miss its extremes (an exp's few
                 # ulps at 1e23 are many periods). |sin'| <= 1 bounds it instead.
@@ -98,13 +103,18 @@ def op_bound(name: str, args: list[np.ndarray], errs: list[np.ndarray], y: np.nd
             # nearby inputs: two evaluations within an input's error differ by the true change
             # plus twice that (Eigen's rational tanh: 5.4 ulp from tanh).
             noise = max(EIGEN_RATIONAL_ULPS.get(name, 0), spec.tolerance.ulp)
-            deviation += 2 * noise * ulp32(y64)
+            if noise:
+                deviation += 2 * noise * ulp32(y64)
             if name == "SQUARED_DIFFERENCE":
                 # LiteRT rounds a - b to float32 before squaring: a moved input can move that
                 # rounding by one ulp of the difference.
                 d = np.abs(args[0] - args[1])
                 deviation += 2 * d * ulp32(d) + ulp32(d) ** 2
         bound = deviation + budget(spec.tolerance_for(params, precision), y64)
+        # An input not compared (a bound that is not finite: a sum that may overflow in one
+        # order only) leaves the result not compared, though a clamp keeps moved values finite.
+        for e in errs:
+            bound = np.where(np.isfinite(e), bound, np.inf)
         if name == "HARD_SWISH":
             # Above FLT_MAX / 6 LiteRT's scalar tail overflows to +inf and its blocks do not
             # (test_hard_swish_above_flt_max_over_6_follows_the_blocks_and_xnnpack).
@@ -232,6 +242,7 @@ def reduction_bound(name: str, x: np.ndarray, e: np.ndarray, y: np.ndarray,
         if name == "MEAN":
             bound = bound + ulp32(np.abs(np.sum(x64, **keep)) / n)
         bound = np.where(magnitude > FLT_MAX / 2, np.inf, np.where(finite, bound, 0))
+        bound = np.where(np.any(np.isinf(e), **keep), np.inf, bound)   # an input not compared
         bound = np.where(np.isnan(bound), np.inf, bound)
     if name in REDUCE:                 # over x with the reduced axes as 1s: y's elements
         return bound.reshape(y.shape)
