@@ -47,7 +47,7 @@ def faults_for(model: bytes, options: FusionOptions) -> list[str]:
     interpreter, delegate = runner.interpreter, runner.delegate
     dtypes = {d["index"]: d["dtype"] for d in interpreter.get_tensor_details()}
     graph = read_model(model).subgraphs[0]
-    fed_exactly, written_ops, int8 = [], [], False   # ops, (op, node) of exactly fed ops
+    written_ops, int8 = [], False         # (op, node): fed exactly and written
     for partition in delegate.last_partitions:
         written = {dtypes.get(t) for t in partition.outputs}
         int8 |= bool(written & {np.int8, np.uint8})
@@ -60,15 +60,14 @@ def faults_for(model: bytes, options: FusionOptions) -> list[str]:
                 continue
             if not all(t in exact for t in node.inputs if t >= 0):
                 continue
-            fed_exactly.append(op)
             if OPS[op].tolerance_for(node_params(graph, node), options.precision).exact:
                 exact |= set(node.outputs)
             if set(node.outputs) & set(partition.outputs):
                 written_ops.append((op, node))
-    # Either shows only where the op's bound is zero: its inputs exact. A -0.0 also only where
-    # the partition writes it (a sum such as MEAN's, or an added bias, takes its sign away),
-    # from an op that can give one there.
-    rounding = [op for op in fed_exactly if op in ROUNDABLE]
+    # Either shows only where the op's bound is zero (its inputs exact) and the partition
+    # writes the result: after it, a sum such as MEAN's has a bound of its own, and an added
+    # bias takes a zero's sign away. A -0.0 also only from an op that can give one there.
+    rounding = [op for op, _ in written_ops if op in ROUNDABLE]
     signing = [op for op, node in written_ops
                if op in SIGNED_ZERO and _signs_zero(op, node, graph)]
     faults = [f"{kind}:{ops[0]}" for kind, ops in (("round", rounding), ("negzero", signing))
