@@ -147,6 +147,10 @@ def render_kernel(ir: KernelIR, schedule: Schedule, layout: TensorTableLayout) -
     return "\n".join(lines)
 
 
+#: The most arguments CPython's compiler passes one by one (STACK_USE_GUIDELINE).
+CPYTHON_DIRECT_ARGS = 30
+
+
 def nests_function(name: str, arrays: list[str], body: list[str], fast: bool) -> list[str]:
     """The nests once for both loops (codegen.variants), a function of the kernel's arrays:
     the exact loop and the fast one, or without a fast loop, the loop that streams its
@@ -158,7 +162,10 @@ def nests_function(name: str, arrays: list[str], body: list[str], fast: bool) ->
               "else streaming them past the caches. `exact` is a constant at"])
     docstring = [f'"""{first[0]}', first[1],
                  'each call: numba keeps one branch of each `if exact`."""']
-    return ["@njit(error_model='numpy', nogil=True, inline='always')",
+    # CPython passes more than 30 arguments as one tuple (*args), which numba cannot inline:
+    # such a call compiles as a call, testing `exact` where it runs.
+    inline = ", inline='always'" if len(arrays) + 1 <= CPYTHON_DIRECT_ARGS else ""
+    return [f"@njit(error_model='numpy', nogil=True{inline})",
             *wrap_call(f"def {name}(", [*arrays, "exact"], "):"),
             *(INDENT + line for line in docstring),
             *([f"{INDENT}misses = np.int32(0)"] if fast else []),
