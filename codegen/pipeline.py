@@ -100,6 +100,8 @@ def _build(ir: KernelIR, layout: TensorTableLayout, target: Target, cache: Kerne
 #: Builds kept for the process, oldest dropped first.
 BUILT_KEPT = 1024
 _BUILT: dict[bytes, Built] = {}
+
+
 @functools.cache
 def _scratch_cache() -> KernelCache:
     """Where a build compiles the kernels it runs itself when the caller gives no cache."""

@@ -41,8 +41,9 @@ def faults_for(model: bytes, options: FusionOptions) -> list[str]:
     """The faults that can show in this model: a float op of a float partition (all of its
     outputs float32) to round differently and to lose a zero's sign, and the int8 tail fault
     where a partition writes int8. A fault the tolerances allow (a rounding after an
-    approximated op) or no output can show is no fault of the kernel and is not injected. A float op inside an int8 partition is computed into a table
-    (codegen.lower) and its -0.0 never reaches an output."""
+    approximated op) or no output can show is no fault of the kernel and is not injected. A
+    float op inside an int8 partition is computed into a table (codegen.lower) and its -0.0
+    never reaches an output."""
     runner = build(model, fuse=options, resolver="builtin")
     interpreter, delegate = runner.interpreter, runner.delegate
     dtypes = {d["index"]: d["dtype"] for d in interpreter.get_tensor_details()}
