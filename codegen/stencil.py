@@ -1,0 +1,81 @@
+"""Planning a stencil nest: which ops join a depthwise convolution's epilogue, and its tiles.
+
+A scheduler query over the IR (codegen.schedule asks it); it imports no numba.
+
+The epilogue: the elementwise float32 ops after the convolution, over its output shape, that
+read its values (the convolution's or an earlier epilogue op's) and otherwise only values
+complete before the convolution's nest runs (partition inputs, constants, values of earlier
+phases): they run on each sum while it is in a register, and only the values something else
+reads are stored.
+
+The tiles (Halide's and TVM's schedule for a depthwise convolution): output pixels along a row
+times a block of channels, channels innermost, so LLVM keeps the tile's sums in vector
+registers across the taps and, unrolling the taps along the row, loads each input vector once
+for every pixel of the tile that reads it. A tile of PIXELS pixels x CHANNEL_VECTORS vectors of
+channels fills about half of the target's vector registers (TILE_REGISTERS); a block's channels
+divide C, so every block is the same loop, and C need not be a multiple of the vector width.
+"""
+from __future__ import annotations
+
+import math
+
+from .ir import KernelIR, Op
+from .nests import LoopNest, StencilNest
+from .ops import CHAIN_OPS, OPS
+from .target import Target
+from .window import window
+
+#: Output pixels a tile takes along its row, at most.
+PIXELS = 4
+#: Vectors of channels a block holds, at most; and the sums of a tile (pixels x vectors) at
+#: most this share of the target's vector registers (the rest hold inputs and weights).
+CHANNEL_VECTORS = 4
+TILE_REGISTERS = 0.5
+
+
+def joins_epilogue(ir: KernelIR, op: Op, conv: Op) -> bool:
+    """Whether `op` may run in `conv`'s epilogue, given that it reads one of its values: an
+    elementwise float32 op over the convolution's output shape (its other operands are the
+    caller's to check)."""
+    elementwise = op.op in OPS or op.op in CHAIN_OPS
+    return (elementwise and ir.value(op.output).shape == ir.value(conv.output).shape
+            and all(ir.value(t).dtype == "float32" for t in (*op.inputs, op.output)))
+
+
+def stencil_nest(ir: KernelIR, ops: tuple[Op, ...], writes: tuple[int, ...],
+                 target: Target) -> StencilNest:
+    """The nest of a convolution `ops[0]` and its epilogue `ops[1:]`, storing `writes`."""
+    conv = ops[0]
+    data, weights, _ = (ir.value(t) for t in conv.inputs)
+    domain = ir.value(conv.output).shape
+    channels = domain[3]
+    computed = {op.output for op in ops}
+    operands = tuple(dict.fromkeys(t for op in ops[1:] for t in op.inputs
+                                   if t not in computed and ir.value(t).literal is None))
+    reads = tuple(dict.fromkeys([t for t in conv.inputs if ir.value(t).literal is None]
+                                + list(operands)))
+    geometry = window(data.shape, weights.shape[1:3], dict(conv.params))
+    block = _channel_block(channels, target)
+    pixels = max(1, min(PIXELS, int(target.vector_registers * TILE_REGISTERS)
+                        // -(-block // target.lanes)))
+    first, end = geometry.inside(1, data.shape[2], domain[2])
+    tiled = (end - first) // pixels * pixels
+    return StencilNest(
+        domain=domain, ops=ops,
+        loops=LoopNest(domain, {t: _broadcast(ir.value(t).shape, domain)
+                                for t in (*operands, *writes)}),
+        reads=reads, writes=writes, window=geometry,
+        depth_multiplier=channels // data.shape[3], pixels=pixels, channels=block,
+        interior=(first, first + tiled))
+
+
+def _channel_block(channels: int, target: Target) -> int:
+    """The largest divisor of C within CHANNEL_VECTORS vectors."""
+    limit = CHANNEL_VECTORS * target.lanes
+    return max(d for d in range(1, min(channels, limit) + 1) if channels % d == 0)
+
+
+def _broadcast(shape: tuple[int, ...], domain: tuple[int, ...]) -> tuple[bool, ...]:
+    """Per dim of the domain, whether a tensor of `shape` is broadcast along it."""
+    aligned = (1,) * (len(domain) - len(shape)) + tuple(shape)
+    return tuple(a == 1 and d != 1 for a, d in zip(aligned, domain))
