@@ -3,8 +3,13 @@
 The loops are those of a hand-written depthwise convolution over NHWC data: output rows, the
 tiles of a row, the taps, the channels innermost. Each sum starts at the bias and adds the
 taps' products row by row, as LiteRT's float kernel does (bias first, then
-`acc += weight * input` for each tap inside the input, product and sum each rounded), so the
-sums are LiteRT's bit for bit; the epilogue then runs on each sum in its register.
+`acc += input * weight` for each tap inside the input, product and sum each rounded), so the
+sums are LiteRT's bit for bit; the epilogue then runs on each sum while it is in a register.
+
+Per row of taps, `data_row` and `weight_row` are the data and weights from the tile's first
+tap inside the input and its block's first channel: indexed from there, every index is one LLVM
+sees is not negative (numba wraps negative indices around, which keeps LLVM from vectorising
+the channels).
 """
 from __future__ import annotations
 
@@ -17,8 +22,8 @@ from .writer import INDENT, LINE_LIMIT, assignment
 
 def stencil_nest(ir: KernelIR, names: dict[int, str], nest: StencilNest, number: int,
                  local: NestNames, fast: FastPath | None) -> list[str]:
-    """The output rows (with threads, parts of them), in each the tiles, then the columns
-    outside them one at a time (the nest's docstring)."""
+    """The output rows (with threads, parts of them); in each, the tiles before the interior,
+    the interior's loop of tiles, the tiles after it (the nest's docstring)."""
     n, rows = nest.domain[:2]
     acc = local.accumulators[nest.conv.output]
     setup = [f"{acc} = stack_empty({nest.pixels * nest.channels}, np.float32)"]
@@ -26,8 +31,13 @@ def stencil_nest(ir: KernelIR, names: dict[int, str], nest: StencilNest, number:
     if n > 1:
         lines.append(f"{INDENT * depth}for oy in range({rows}):")
         depth += 1
-    body = [*_row_taps(ir, names, nest), *_tiles(ir, names, nest, acc, fast, depth + 1),
-            *_columns(ir, names, nest, acc, fast, depth + 1)]
+    tile = _Tile(ir, names, nest, acc, fast, depth + 1)
+    first, end = nest.interior
+    body = [*_row_taps(ir, nest), *(line for start in range(0, first, nest.pixels)
+                                    for line in tile.edge(start, min(first, start + nest.pixels))),
+            *tile.interior(),
+            *(line for start in range(end, nest.domain[2], nest.pixels)
+              for line in tile.edge(start, min(nest.domain[2], start + nest.pixels)))]
     return [*nest_comment(names, nest, number), *_window_comment(nest),
             *lines, *(INDENT * depth + line for line in body)]
 
@@ -35,153 +45,169 @@ def stencil_nest(ir: KernelIR, names: dict[int, str], nest: StencilNest, number:
 def _window_comment(nest: StencilNest) -> list[str]:
     (kh, kw), (sh, sw), (dh, dw), (top, left) = (nest.window.kernel, nest.window.strides,
                                                   nest.window.dilations, nest.window.padding)
-    first, end = nest.interior
-    tiles = (f"columns {first} to {end - 1} in tiles of {nest.pixels} pixels x {nest.channels} "
-             "channels, the others one at a time" if end > first else "column by column")
-    text = (f"{kh}x{kw} taps, stride {sh}x{sw}, dilation {dh}x{dw}, the window from {top} above "
-            f"and {left} left of the output pixel; {tiles}")
+    text = (f"{kh}x{kw} taps, stride {sh}x{sw}, dilation {dh}x{dw}, from {top} rows above and "
+            f"{left} columns left of the output pixel, in tiles of {nest.pixels} pixels x "
+            f"{nest.channels} channels")
     width = LINE_LIMIT - 2 - len(INDENT)
-    words, out = text.split(), [""]
-    for word in words:
+    out = [""]
+    for word in text.split():
         if len(out[-1]) + len(word) + 1 > width:
             out.append("")
         out[-1] = f"{out[-1]} {word}".strip()
     return [f"# {line}" for line in out]
 
 
-def _row_taps(ir: KernelIR, names: dict[int, str], nest: StencilNest) -> list[str]:
+def _row_taps(ir: KernelIR, nest: StencilNest) -> list[str]:
     """The input row of the window's first tap, `iy`, and unless every window lies inside the
     input's rows, the taps [ky0, ky1) inside them."""
     height = ir.value(nest.conv.inputs[0]).shape[1]
+    kernel, dilation = nest.window.kernel[0], nest.window.dilations[0]
     lines = [f"iy = {_affine('oy', nest.window.strides[0], -nest.window.padding[0])}"]
-    if nest.window.inside(0, height, nest.domain[1]) != (0, nest.domain[1]):
-        lines += _tap_range("ky", "iy", nest.window.kernel[0], nest.window.dilations[0], height)
+    if _rows_clamped(ir, nest):
+        if dilation == 1:
+            return [*lines, "ky0 = max(0, -iy)", f"ky1 = min({kernel}, {height} - iy)"]
+        lines += [f"ky0 = max(0, ({dilation - 1} - iy) // {dilation})",
+                  f"ky1 = min({kernel}, ({height + dilation - 1} - iy) // {dilation})"]
     return lines
 
 
-def _tap_range(tap: str, first: str, kernel: int, dilation: int, size: int) -> list[str]:
-    """`{tap}0, {tap}1`: the taps whose row or column `first + tap * dilation` is inside
-    [0, size)."""
-    if dilation == 1:
-        return [f"{tap}0 = max(0, -{first})", f"{tap}1 = min({kernel}, {size} - {first})"]
-    return [f"{tap}0 = max(0, ({dilation - 1} - {first}) // {dilation})",
-            f"{tap}1 = min({kernel}, ({size + dilation - 1} - {first}) // {dilation})"]
+def _rows_clamped(ir: KernelIR, nest: StencilNest) -> bool:
+    """Whether some window leaves the input's rows."""
+    height = ir.value(nest.conv.inputs[0]).shape[1]
+    return nest.window.inside(0, height, nest.domain[1]) != (0, nest.domain[1])
 
 
-def _tiles(ir: KernelIR, names: dict[int, str], nest: StencilNest, acc: str,
-           fast: FastPath | None, depth: int) -> list[str]:
-    """The interior columns, a tile of `pixels` x `channels` at a time: every tap inside the
-    row, the pixels' sums side by side in `acc`. (`depth`: the indentation of the loop in the
-    kernel's module, for the width of its lines.)"""
-    first, end = nest.interior
-    if end == first:
-        return []
-    pixels, block = nest.pixels, nest.channels
-    channel = _channel(nest)
-    stride = nest.window.strides[1] * ir.value(nest.conv.inputs[0]).shape[3]
-    taps = []
-    for pixel in range(pixels):
-        offset = f" + {pixel * stride}" if pixel else ""
-        at = f"{acc}[{pixel * block} + ch]" if pixel else f"{acc}[ch]"
-        taps.append(f"{at} += {_data(ir, names, nest, f'at{offset}')} * "
-                    f"{_weight(ir, names, nest)}")
-    body = [*_block_loop(nest, [
-        f"for px in range({pixels}):",
-        f"{INDENT}for ch in range({block}):",
-        f"{INDENT * 2}{acc}[px * {block} + ch] = {_bias(ir, names, nest)}",
-        *_taps(ir, names, nest, range_x=f"range({nest.window.kernel[1]})",
-               channel_loop=[f"for ch in range({block}):", *(INDENT + t for t in taps)]),
-        f"for px in range({pixels}):",
-        f"{INDENT}for ch in range({block}):",
-        *(INDENT * 2 + line for line in _epilogue(
-            ir, names, nest, fast, "ox + px", channel, f"{acc}[px * {block} + ch]",
-            depth + 3 + (block < _channels(nest))))])]
-    return [f"for ox in range({first}, {end}, {pixels}):",
-            f"{INDENT}ix = {_affine('ox', nest.window.strides[1], -nest.window.padding[1])}",
-            *(INDENT + line for line in body)]
+class _Tile:
+    """The text of a row's tiles: sums from the bias, the taps, the epilogue."""
 
+    def __init__(self, ir: KernelIR, names: dict[int, str], nest: StencilNest, acc: str,
+                 fast: FastPath | None, depth: int) -> None:
+        self.ir, self.names, self.nest, self.acc, self.fast = ir, names, nest, acc, fast
+        self.depth = depth            # of a tile's first line in the kernel's module
+        self.batch, self.height, self.width, self.depth_in = ir.value(nest.conv.inputs[0]).shape
+        self.channels = nest.domain[3]
+        self.blocked = nest.channels < self.channels
+        self.weights = ir.value(nest.conv.inputs[1])
 
-def _columns(ir: KernelIR, names: dict[int, str], nest: StencilNest, acc: str,
-             fast: FastPath | None, depth: int) -> list[str]:
-    """The columns outside the tiles, one at a time, over their taps inside the input."""
-    width, columns = ir.value(nest.conv.inputs[0]).shape[2], nest.domain[2]
-    first, end = nest.interior
-    if end - first == columns:
-        return []
-    if first == end:
-        loop = [f"for ox in range({columns}):"]
-    elif first == 0:
-        loop = [f"for ox in range({end}, {columns}):"]
-    elif end == columns:
-        loop = [f"for ox in range({first}):"]
-    else:
-        loop = [f"for k in range({columns - (end - first)}):",
-                f"{INDENT}ox = k if k < {first} else k + {end - first}"]
-    kw, dw = nest.window.kernel[1], nest.window.dilations[1]
-    clamped = nest.window.inside(1, width, columns) != (0, columns)
-    channel = _channel(nest)
-    body = [*_block_loop(nest, [
-        f"for ch in range({nest.channels}):",
-        f"{INDENT}{acc}[ch] = {_bias(ir, names, nest)}",
-        *_taps(ir, names, nest, range_x="range(kx0, kx1)" if clamped else f"range({kw})",
-               channel_loop=[f"for ch in range({nest.channels}):",
-                             f"{INDENT}{acc}[ch] += {_data(ir, names, nest, 'at')} * "
-                             f"{_weight(ir, names, nest)}"]),
-        f"for ch in range({nest.channels}):",
-        *(INDENT + line for line in _epilogue(
-            ir, names, nest, fast, "ox", channel, f"{acc}[ch]",
-            depth + 2 + (nest.channels < _channels(nest))))])]
-    return [*loop,
-            f"{INDENT}ix = {_affine('ox', nest.window.strides[1], -nest.window.padding[1])}",
-            *(INDENT + line for line in (_tap_range("kx", "ix", kw, dw, width) if clamped
-                                          else [])),
-            *(INDENT + line for line in body)]
+    def interior(self) -> list[str]:
+        """The loop over the interior's tiles: every tap inside the row, the taps along it a
+        loop LLVM unrolls (loading each input vector once for the tile's pixels)."""
+        first, end = self.nest.interior
+        if end == first:
+            return []
+        nest, pixels = self.nest, self.nest.pixels
+        step = nest.window.dilations[1] * self.depth_in
+        stride = nest.window.strides[1] * self.depth_in
+        taps = [f"{self._sum(p)} += data_row[kx * {step}{f' + {p * stride}' * bool(p)} + "
+                f"{self._input_channel()}] * weight" for p in range(pixels)]
+        weight = (value_literal(self.weights) if self.weights.literal is not None
+                  else f"weight_row[kx * {self.channels} + ch]")
+        loop = [f"for kx in range({nest.window.kernel[1]}):",
+                f"{INDENT}for ch in range({nest.channels}):",
+                f"{INDENT * 2}weight = {weight}", *(INDENT * 2 + t for t in taps)]
+        return [f"# Columns {first} to {end - 1}, {pixels} at a time: every tap inside the input",
+                f"for ox in range({first}, {end}, {pixels}):",
+                f"{INDENT}ix = {_affine('ox', nest.window.strides[1], -nest.window.padding[1])}",
+                *(INDENT + line for line in self._body("ox", pixels, "ix", loop, 1))]
 
+    def edge(self, start: int, end: int) -> list[str]:
+        """The tile of columns [start, end) before or after the interior: its geometry is
+        known, so each tap inside the input is written out."""
+        nest = self.nest
+        (_, kw), (_, sw), (_, dw) = nest.window.kernel, nest.window.strides, nest.window.dilations
+        first_column = start * sw - nest.window.padding[1]
+        base = max(0, first_column)
+        taps = []
+        for kx in range(kw):
+            for p in range(end - start):
+                column = first_column + p * sw + kx * dw
+                if 0 <= column < self.width:
+                    data = (column - base) * self.depth_in
+                    weight = (value_literal(self.weights) if self.weights.literal is not None
+                              else f"weight_row[{f'{kx * self.channels} + ' * bool(kx)}ch]")
+                    taps.append(f"{self._sum(p)} += data_row[{f'{data} + ' * bool(data)}"
+                                f"{self._input_channel()}] * {weight}")
+        loop = [f"for ch in range({nest.channels}):", *(INDENT + t for t in taps)] if taps \
+            else []
+        what = f"Column {start}" if end - start == 1 else f"Columns {start} to {end - 1}"
+        return [f"# {what}: each tap inside the input written out",
+                *self._body(str(start), end - start, str(base), loop, 0)]
 
-def _block_loop(nest: StencilNest, lines: list[str]) -> list[str]:
-    """`lines` once per block of channels, where there is more than one."""
-    if nest.channels == _channels(nest):
-        return lines
-    return [f"for cb in range(0, {_channels(nest)}, {nest.channels}):",
-            *(INDENT + line for line in lines)]
+    def _body(self, ox: str, pixels: int, column: str, taps: list[str], depth: int) -> list[str]:
+        """A tile of `pixels` columns from `ox`: its sums from the bias, per row of taps
+        `data_row` from input column `column` and `weight_row`, then `taps`, then the
+        epilogue, all once per block of channels. (`depth`: its indents within the tile.)"""
+        nest, block = self.nest, self.nest.channels
+        channel = "cb + ch" if self.blocked else "ch"
+        pixel = ox if pixels == 1 else "px" if ox == "0" else f"{ox} + px"
+        sum_at = f"{self.acc}[ch]" if pixels == 1 else f"{self.acc}[px * {block} + ch]"
+        bias = self._array(nest.conv.inputs[2], channel)
+        per_pixel = [] if pixels == 1 else [f"for px in range({pixels}):"]
+        indent = INDENT * len(per_pixel)
+        lines = [*per_pixel, f"{indent}for ch in range({block}):",
+                 f"{indent}{INDENT}{sum_at} = {bias}"]
+        if taps:
+            lines += self._tap_rows(column, taps)
+        epilogue = self._epilogue(pixel, channel, sum_at,
+                                  self.depth + depth + 1 + self.blocked + len(per_pixel))
+        lines += [*per_pixel, f"{indent}for ch in range({block}):",
+                  *(indent + INDENT + line for line in epilogue)]
+        if not self.blocked:
+            return lines
+        return [f"for cb in range(0, {self.channels}, {block}):", *(INDENT + x for x in lines)]
 
+    def _tap_rows(self, column: str, taps: list[str]) -> list[str]:
+        """The rows of taps inside the input (LiteRT's order: rows, then columns), each with
+        its `data_row` and `weight_row`."""
+        nest = self.nest
+        (kh, kw), dh = nest.window.kernel, nest.window.dilations[0]
+        row = f"{f'n * {self.height} + ' if self.batch > 1 else ''}iy + {_scaled('ky', dh)}"
+        at = column if column != "0" else ""
+        start = f"(({row}) * {self.width}{f' + {at}' * bool(at)}) * {self.depth_in}"
+        if self.blocked:
+            multiplier = nest.depth_multiplier
+            start += " + cb" if multiplier == 1 else f" + cb // {multiplier}"
+        data = self.names[nest.conv.inputs[0]]
+        lines = [f"for ky in range({'ky0, ky1' if _rows_clamped(self.ir, nest) else kh}):",
+                 f"{INDENT}data_row = {data}[{start}:]"]
+        if self.weights.literal is None:
+            lines.append(f"{INDENT}weight_row = {self.names[self.weights.tensor]}"
+                         f"[ky * {kw * self.channels}{' + cb' * self.blocked}:]")
+        return [*lines, *(INDENT + line for line in taps)]
 
-def _taps(ir: KernelIR, names: dict[int, str], nest: StencilNest, range_x: str,
-          channel_loop: list[str]) -> list[str]:
-    """The loops over the taps, rows then columns (LiteRT's order), and in each tap the
-    channels: `at`, the data element of the tap's first pixel and channel, `wt` the weights'
-    of its first channel."""
-    data = ir.value(nest.conv.inputs[0]).shape
-    height, width, depth = data[1:]
-    (kh, kw), (dh, dw) = nest.window.kernel, nest.window.dilations
-    rows_clamped = nest.window.inside(0, height, nest.domain[1]) != (0, nest.domain[1])
-    row = f"{'n * ' + str(height) + ' + ' if data[0] > 1 else ''}iy + {_scaled('ky', dh)}"
-    return [f"for ky in range({'ky0, ky1' if rows_clamped else kh}):",
-            f"{INDENT}for kx in {range_x}:",
-            f"{INDENT * 2}at = (({row}) * {width} + ix + {_scaled('kx', dw)}) * {depth}",
-            f"{INDENT * 2}wt = (ky * {kw} + kx) * {_channels(nest)}",
-            *(INDENT * 2 + line for line in channel_loop)]
+    def _sum(self, pixel: int) -> str:
+        return f"{self.acc}[{pixel * self.nest.channels} + ch]" if pixel else f"{self.acc}[ch]"
 
+    def _input_channel(self) -> str:
+        """The input channel of output channel `ch` (of the block): ch // depth_multiplier."""
+        multiplier = self.nest.depth_multiplier
+        return "ch" if multiplier == 1 else f"ch // {multiplier}"
 
-def _epilogue(ir: KernelIR, names: dict[int, str], nest: StencilNest, fast: FastPath | None,
-              pixel: str, channel: str, acc: str, depth: int) -> list[str]:
-    """The convolution's activation on the sum `acc` and the epilogue, at output column
-    `pixel` and channel `channel`: each value stored where a later nest or the partition reads
-    it, else a temporary; with `fast`, the fast loop's forms and checks."""
-    width = LINE_LIMIT - len(INDENT) * depth
-    exprs = {v.tensor: value_literal(v) for v in ir.values if v.literal is not None}
-    exprs |= {t: _element(names, nest, t, pixel, channel) for t in nest.loops.broadcast
-              if t not in nest.writes}
-    lines, misses = [], []
-    for op in nest.ops:
-        args = [acc] if op is nest.conv else [exprs[t] for t in op.inputs]
-        target = (_element(names, nest, op.output, pixel, channel) if op.output in nest.writes
-                  else names[op.output])
-        lines += assignment(target, op_expression(ir, names, op, args, bool(fast)), width)
-        if fast and op.output in fast.checked:
-            misses.append(f"magnitude({target})")
-        exprs[op.output] = target
-    return lines + count_misses(misses, width)
+    def _array(self, tensor: int, index: str) -> str:
+        """`tensor[index]`, or its value where it is a one-element constant."""
+        value = self.ir.value(tensor)
+        return value_literal(value) if value.literal is not None \
+            else f"{self.names[tensor]}[{index}]"
+
+    def _epilogue(self, pixel: str, channel: str, acc: str, depth: int) -> list[str]:
+        """The convolution's activation on the sum `acc` and the epilogue, at output column
+        `pixel` and channel `channel`: each value stored where a later nest or the partition
+        reads it, else a temporary; with `fast`, the fast loop's forms and checks."""
+        ir, names, nest, fast = self.ir, self.names, self.nest, self.fast
+        width = LINE_LIMIT - len(INDENT) * depth
+        exprs = {v.tensor: value_literal(v) for v in ir.values if v.literal is not None}
+        exprs |= {t: _element(names, nest, t, pixel, channel) for t in nest.loops.broadcast
+                  if t not in nest.writes}
+        lines, misses = [], []
+        for op in nest.ops:
+            args = [acc] if op is nest.conv else [exprs[t] for t in op.inputs]
+            target = (_element(names, nest, op.output, pixel, channel)
+                      if op.output in nest.writes else names[op.output])
+            lines += assignment(target, op_expression(ir, names, op, args, bool(fast)), width)
+            if fast and op.output in fast.checked:
+                misses.append(f"magnitude({target})")
+            exprs[op.output] = target
+        return lines + count_misses(misses, width)
 
 
 def _element(names: dict[int, str], nest: StencilNest, tensor: int, pixel: str,
@@ -195,39 +221,6 @@ def _element(names: dict[int, str], nest: StencilNest, tensor: int, pixel: str,
             term = f"({variables[d]})" if " " in variables[d] and stride > 1 else variables[d]
             terms.append(term if stride == 1 else f"{term} * {stride}")
     return f"{names[tensor]}[{' + '.join(terms) or '0'}]"
-
-
-def _channels(nest: StencilNest) -> int:
-    return nest.domain[3]
-
-
-def _channel(nest: StencilNest) -> str:
-    """The output channel of the channel loop's `ch`."""
-    return "ch" if nest.channels == _channels(nest) else "cb + ch"
-
-
-def _data(ir: KernelIR, names: dict[int, str], nest: StencilNest, at: str) -> str:
-    """The data element of output channel `_channel` at the tap element `at`: its input
-    channel is the output channel // depth_multiplier."""
-    channel = _channel(nest)
-    if nest.depth_multiplier > 1:
-        channel = f"({channel}) // {nest.depth_multiplier}" if " " in channel \
-            else f"{channel} // {nest.depth_multiplier}"
-    return _array(ir, names, nest.conv.inputs[0], f"{at} + {channel}")
-
-
-def _weight(ir: KernelIR, names: dict[int, str], nest: StencilNest) -> str:
-    return _array(ir, names, nest.conv.inputs[1], f"wt + {_channel(nest)}")
-
-
-def _bias(ir: KernelIR, names: dict[int, str], nest: StencilNest) -> str:
-    return _array(ir, names, nest.conv.inputs[2], _channel(nest))
-
-
-def _array(ir: KernelIR, names: dict[int, str], tensor: int, index: str) -> str:
-    """`tensor[index]`, or its value where it is a one-element constant."""
-    value = ir.value(tensor)
-    return value_literal(value) if value.literal is not None else f"{names[tensor]}[{index}]"
 
 
 def _affine(variable: str, scale: int, offset: int) -> str:

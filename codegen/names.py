@@ -27,7 +27,7 @@ RESERVED = {"np", "carray", "cfunc", "njit", "prange", "context", "node", "tenso
             "row_length", "padded_length", "FLT_MAX", "NAN", "INF", "INF_BITS", "NoAliasCompiler",
             # a stencil nest's (codegen.emit_stencil)
             "n", "oy", "ox", "iy", "ix", "ky", "kx", "ky0", "ky1", "kx0", "kx1", "ch", "cb", "px",
-            "at", "wt", *KERNEL_HELPERS}
+            "data_row", "weight_row", "weight", *KERNEL_HELPERS}
 
 
 def identifiers(ir: KernelIR) -> dict[int, str]:

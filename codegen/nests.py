@@ -196,15 +196,16 @@ class StencilNest(Nest):
     the elementwise ops after it, applied to each sum before it is stored. `loops` is the
     domain uncollapsed, with the broadcast of the epilogue's operands.
 
-    Output rows one by one, each row's taps limited to the input's rows. Along a row, the
-    output columns `interior` (its windows inside the input) in tiles of `pixels` columns x
-    `channels` (a divisor of C), their sums in vector registers, every tap without a bounds
-    check; the other columns one at a time, over their taps inside the input."""
+    Output rows one by one, each row's taps limited to the input's rows. Along a row, tiles
+    of `pixels` columns x `channels` (a divisor of C), their sums in vector registers: over
+    the columns `interior` (windows inside the input, whole tiles) a loop of tiles whose taps
+    need no check; before and after it, tiles of at most `pixels` columns whose taps inside
+    the input are written out one by one."""
     window: Window
     depth_multiplier: int
     pixels: int
     channels: int
-    interior: tuple[int, int]          # [first, end) of the tiled columns: whole tiles
+    interior: tuple[int, int]          # [first, end) of the columns of the tiles' loop
 
     @property
     def conv(self) -> Op:

@@ -17,8 +17,6 @@ divide C, so every block is the same loop, and C need not be a multiple of the v
 """
 from __future__ import annotations
 
-import math
-
 from .ir import KernelIR, Op
 from .nests import LoopNest, StencilNest
 from .ops import CHAIN_OPS, OPS
@@ -55,24 +53,28 @@ def stencil_nest(ir: KernelIR, ops: tuple[Op, ...], writes: tuple[int, ...],
     reads = tuple(dict.fromkeys([t for t in conv.inputs if ir.value(t).literal is None]
                                 + list(operands)))
     geometry = window(data.shape, weights.shape[1:3], dict(conv.params))
-    block = _channel_block(channels, target)
+    multiplier = channels // data.shape[3]
+    block = _channel_block(channels, multiplier, target)
     pixels = max(1, min(PIXELS, int(target.vector_registers * TILE_REGISTERS)
                         // -(-block // target.lanes)))
     first, end = geometry.inside(1, data.shape[2], domain[2])
-    tiled = (end - first) // pixels * pixels
+    first = min(domain[2], -(-first // pixels) * pixels)      # whole tiles before it
+    end = first + max(0, end - first) // pixels * pixels
     return StencilNest(
         domain=domain, ops=ops,
         loops=LoopNest(domain, {t: _broadcast(ir.value(t).shape, domain)
                                 for t in (*operands, *writes)}),
         reads=reads, writes=writes, window=geometry,
-        depth_multiplier=channels // data.shape[3], pixels=pixels, channels=block,
-        interior=(first, first + tiled))
+        depth_multiplier=multiplier, pixels=pixels, channels=block,
+        interior=(first, end))
 
 
-def _channel_block(channels: int, target: Target) -> int:
-    """The largest divisor of C within CHANNEL_VECTORS vectors."""
+def _channel_block(channels: int, multiplier: int, target: Target) -> int:
+    """The largest divisor of C within CHANNEL_VECTORS vectors that is whole input channels
+    (a multiple of the depth multiplier), or C."""
     limit = CHANNEL_VECTORS * target.lanes
-    return max(d for d in range(1, min(channels, limit) + 1) if channels % d == 0)
+    return max((d for d in range(multiplier, min(channels, limit) + 1, multiplier)
+                if channels % d == 0), default=channels)
 
 
 def _broadcast(shape: tuple[int, ...], domain: tuple[int, ...]) -> tuple[bool, ...]:
