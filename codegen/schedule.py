@@ -60,8 +60,8 @@ import numpy as np
 
 from .fastpath import FastPath
 from .ir import IRError, KernelIR, Op, reduced_shape
-from .nests import (ElementwiseNest, LoopNest, Nest, RowBlockNest, RowsNest, Schedule, TableNest,
-                    UnrolledRowsNest, collapse)
+from .nests import (ElementwiseNest, LoopNest, Nest, RowBlockNest, RowsNest, Schedule,
+                    StencilNest, TableNest, UnrolledRowsNest, collapse)
 from .stencil import joins_epilogue, stencil_nest
 from .ops import TRANSCENDENTAL, TRANSCENDENTAL_COST
 from .padding import padding_of
@@ -197,10 +197,12 @@ def _formed(ir: KernelIR, phases: dict[int, int], stencils: dict[int, int],
             target: Target) -> list[Nest]:
     """The nests formed whole, in op order: a stencil nest at each convolution (its epilogue
     `stencils` says), and a rows nest at the first reduction over rows and at the first one
-    after each stencil nest (which may read the stencil's values: they are in memory then)."""
+    after each stencil nest. Such a rows nest may read the stencils' values (they are in
+    memory then), so it takes none of the ops they need."""
     formed: list[Nest] = []
     taken = {t for t in stencils}
     available: set[int] = set()
+    producer = {op.output: op for op in ir.ops}
     rows_wanted = True
     for op in ir.ops:
         if op.stencil:
@@ -212,7 +214,14 @@ def _formed(ir: KernelIR, phases: dict[int, int], stencils: dict[int, int],
             available |= members
             rows_wanted = True
         elif rows_wanted and op.output not in taken and _split(ir, op):
-            rows = _rows_nest(ir, phases, target, _split(ir, op), taken, available)
+            needed = set()
+            pending = [t for nest in formed if isinstance(nest, StencilNest) for t in nest.reads]
+            while pending:
+                t = pending.pop()
+                if t in producer and t not in needed:
+                    needed.add(t)
+                    pending += producer[t].inputs
+            rows = _rows_nest(ir, phases, target, _split(ir, op), taken | needed, available)
             if rows is not None:
                 formed.append(rows)
                 taken |= {o.output for o in rows.ops}

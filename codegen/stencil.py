@@ -11,9 +11,13 @@ reads are stored.
 The tiles (Halide's and TVM's schedule for a depthwise convolution): output pixels along a row
 times a block of channels, channels innermost, so LLVM keeps the tile's sums in vector
 registers across the taps and, unrolling the taps along the row, loads each input vector once
-for every pixel of the tile that reads it. A tile of PIXELS pixels x CHANNEL_VECTORS vectors of
-channels fills about half of the target's vector registers (TILE_REGISTERS); a block's channels
-divide C, so every block is the same loop, and C need not be a multiple of the vector width.
+for every pixel of the tile that reads it. A block's channels divide C, so every block is the
+same loop, and C need not be a multiple of the vector width. What LLVM makes of the loops was
+measured (perf/stencil.py; tune with its shapes): blocks of whole vectors, 2 or 3 of them, do
+best; blocks of one vector, or of a part of a vector beside whole ones, ran up to 4x slower
+(LLVM unrolls a short channel loop before it vectorises, and leaves it scalar), except where
+the block is all of a C of up to BLOCK_MAX_VECTORS vectors; a tile of about TILE_SUMS of the
+target's vector registers of sums did best (the others hold inputs and weights).
 """
 from __future__ import annotations
 
@@ -24,11 +28,13 @@ from .target import Target
 from .window import window
 
 #: Output pixels a tile takes along its row, at most.
-PIXELS = 4
-#: Vectors of channels a block holds, at most; and the sums of a tile (pixels x vectors) at
-#: most this share of the target's vector registers (the rest hold inputs and weights).
-CHANNEL_VECTORS = 4
-TILE_REGISTERS = 0.5
+PIXELS = 8
+#: Vectors of channels a block holds: at most BLOCK_VECTORS of whole vectors, or all of C up to
+#: BLOCK_MAX_VECTORS vectors where no such block divides C.
+BLOCK_VECTORS = 3
+BLOCK_MAX_VECTORS = 6
+#: The share of the target's vector registers a tile's sums take, about.
+TILE_SUMS = 3 / 8
 
 
 def joins_epilogue(ir: KernelIR, op: Op, conv: Op) -> bool:
@@ -54,9 +60,9 @@ def stencil_nest(ir: KernelIR, ops: tuple[Op, ...], writes: tuple[int, ...],
                                 + list(operands)))
     geometry = window(data.shape, weights.shape[1:3], dict(conv.params))
     multiplier = channels // data.shape[3]
-    block = _channel_block(channels, multiplier, target)
-    pixels = max(1, min(PIXELS, int(target.vector_registers * TILE_REGISTERS)
-                        // -(-block // target.lanes)))
+    block = _channel_block(channels, multiplier, target.lanes)
+    sums = int(target.vector_registers * TILE_SUMS)
+    pixels = max(1, min(PIXELS, sums // -(-block // target.lanes)))
     first, end = geometry.inside(1, data.shape[2], domain[2])
     first = min(domain[2], -(-first // pixels) * pixels)      # whole tiles before it
     end = first + max(0, end - first) // pixels * pixels
@@ -69,12 +75,17 @@ def stencil_nest(ir: KernelIR, ops: tuple[Op, ...], writes: tuple[int, ...],
         interior=(first, end))
 
 
-def _channel_block(channels: int, multiplier: int, target: Target) -> int:
-    """The largest divisor of C within CHANNEL_VECTORS vectors that is whole input channels
-    (a multiple of the depth multiplier), or C."""
-    limit = CHANNEL_VECTORS * target.lanes
-    return max((d for d in range(multiplier, min(channels, limit) + 1, multiplier)
-                if channels % d == 0), default=channels)
+def _channel_block(channels: int, multiplier: int, lanes: int) -> int:
+    """The channels of a block: whole input channels (a multiple of the depth multiplier) and
+    a divisor of C; the largest of 2 to BLOCK_VECTORS whole vectors, else all of C up to
+    BLOCK_MAX_VECTORS vectors, else the largest up to BLOCK_VECTORS vectors."""
+    divisors = [d for d in range(multiplier, channels + 1, multiplier) if channels % d == 0]
+    whole = [d for d in divisors if d % lanes == 0 and 2 * lanes <= d <= BLOCK_VECTORS * lanes]
+    if whole:
+        return max(whole)
+    if channels <= BLOCK_MAX_VECTORS * lanes:
+        return channels
+    return max(d for d in divisors if d <= BLOCK_VECTORS * lanes)
 
 
 def _broadcast(shape: tuple[int, ...], domain: tuple[int, ...]) -> tuple[bool, ...]:
