@@ -162,8 +162,8 @@ class _Tile:
         nest = self.nest
         (kh, kw), dh = nest.window.kernel, nest.window.dilations[0]
         row = f"{f'n * {self.height} + ' if self.batch > 1 else ''}iy + {_scaled('ky', dh)}"
-        at = column if column != "0" else ""
-        start = f"(({row}) * {self.width}{f' + {at}' * bool(at)}) * {self.depth_in}"
+        start = (f"({row}) * {self.width * self.depth_in}" if column == "0" else
+                 f"(({row}) * {self.width} + {column}) * {self.depth_in}")
         if self.blocked:
             multiplier = nest.depth_multiplier
             start += " + cb" if multiplier == 1 else f" + cb // {multiplier}"

@@ -45,6 +45,12 @@ the per-row ops run once per block, across its rows. Threads split the rows, nev
 Any other reduction (H,W of NHWC) is an ordinary nest over its input's domain accumulating
 into a buffer of its output's size, in the input's order, on one thread.
 
+A depthwise convolution (codegen.ops.STENCILS) reads its data at other positions than its
+output's, so it runs a phase after that data. It and the elementwise ops after it that read
+its values (its epilogue) are one stencil nest (codegen.stencil), formed whole as a rows nest
+is, and a rows nest may follow it, reading what it stores (ConvNeXt's LayerNorm after its 7x7
+convolution).
+
 `plan(ir, target)` is a pure function of the IR and the target (codegen.target: vector width,
 registers, streaming stores, byte shuffles), and decides everything the renderer writes: the
 kinds of nests (codegen.nests), their threads, the memory on the kernel's stack, the fast loop
@@ -62,9 +68,9 @@ from .fastpath import FastPath
 from .ir import IRError, KernelIR, Op, reduced_shape
 from .nests import (ElementwiseNest, LoopNest, Nest, RowBlockNest, RowsNest, Schedule,
                     StencilNest, TableNest, UnrolledRowsNest, collapse)
-from .stencil import joins_epilogue, stencil_nest
 from .ops import TRANSCENDENTAL, TRANSCENDENTAL_COST
 from .padding import padding_of
+from .stencil import joins_epilogue, stencil_nest
 from .target import Target
 
 #: Innermost loops shorter than this are made longer, by row tiles of about ROW_TILE elements
@@ -145,8 +151,8 @@ def plan(ir: KernelIR, target: Target) -> Schedule:
     An elementwise op's output shape holds each operand's shape, and is larger where they
     differ, so within a phase a nest only ever reads from nests over smaller domains, and a
     reduction's or a stencil's result is read in a later phase: the order exists."""
-    phases, stencils = _phases(ir)
-    formed = _formed(ir, phases, stencils, target)
+    phases, stencil_of = _phases(ir)
+    formed = _formed(ir, phases, stencil_of, target)
     in_formed = {op.output for nest in formed for op in nest.ops}
     groups: dict[tuple, tuple[Op, ...]] = {}
     for op in ir.ops:
@@ -193,20 +199,20 @@ def plan(ir: KernelIR, target: Target) -> Schedule:
                     fast if fast.pays else None)
 
 
-def _formed(ir: KernelIR, phases: dict[int, int], stencils: dict[int, int],
+def _formed(ir: KernelIR, phases: dict[int, int], stencil_of: dict[int, int],
             target: Target) -> list[Nest]:
     """The nests formed whole, in op order: a stencil nest at each convolution (its epilogue
-    `stencils` says), and a rows nest at the first reduction over rows and at the first one
-    after each stencil nest. Such a rows nest may read the stencils' values (they are in
+    as `stencil_of` says), and a rows nest at the first reduction over rows and at the first
+    one after each stencil nest. Such a rows nest may read the stencils' values (they are in
     memory then), so it takes none of the ops they need."""
     formed: list[Nest] = []
-    taken = {t for t in stencils}
+    taken = set(stencil_of)
     available: set[int] = set()
     producer = {op.output: op for op in ir.ops}
     rows_wanted = True
     for op in ir.ops:
         if op.stencil:
-            ops = tuple(o for o in ir.ops if stencils.get(o.output) == op.output)
+            ops = tuple(o for o in ir.ops if stencil_of.get(o.output) == op.output)
             members = {o.output for o in ops}
             readers = {t for o in ir.ops if o.output not in members for t in o.inputs}
             writes = tuple(t for t in members if t in ir.outputs or t in readers)
@@ -287,46 +293,40 @@ def _on_stack(ir: KernelIR, nests: list[Nest], buffers: tuple[tuple[int, int], .
 
 
 def _phases(ir: KernelIR) -> tuple[dict[int, int], dict[int, int]]:
-    """Each op output's phase, and of each op in a stencil nest, its convolution's output.
+    """Each op output's phase, and for each op of a stencil nest, its convolution's output.
 
     An op's phase is the largest of its inputs' (+ 1 for a reduction's result). A convolution
     reads its data at other positions than its own: it runs a phase after that data's. An op
     joins a convolution's epilogue (codegen.stencil.joins_epilogue) where it reads the values
     of that one convolution and otherwise only values of its phase or before: it is of that
-    phase. Any other op sees a stencil's values one phase later (they are complete once its
-    nest has run)."""
+    phase. Any other op sees a stencil nest's values one phase later (they are complete once
+    the nest has run)."""
     after: dict[int, int] = {}
     phases: dict[int, int] = {}
-    stencils: dict[int, int] = {}
+    stencil_of: dict[int, int] = {}
 
     def seen(t: int) -> int:
-        return after[t] + (t in stencils)
+        return after[t] + (t in stencil_of)
 
     for op in ir.ops:
         known = [t for t in op.inputs if t in after]
-        groups = {stencils[t] for t in known if t in stencils}
+        convs = {stencil_of[t] for t in known if t in stencil_of}
         if op.stencil:
             phase = max((seen(t) + (t == op.inputs[0]) for t in known), default=0)
-            stencils[op.output] = op.output
-        elif len(groups) == 1 and _joins(ir, op, min(groups), known, after, stencils, phases):
-            phase = phases[min(groups)]
-            stencils[op.output] = min(groups)
+            stencil_of[op.output] = op.output
+        elif len(convs) == 1 and joins_epilogue(ir, op, _producer(ir, min(convs))) and all(
+                seen(t) <= phases[min(convs)] for t in known if stencil_of.get(t) not in convs):
+            phase = phases[min(convs)]
+            stencil_of[op.output] = min(convs)
         else:
             phase = max((seen(t) for t in known), default=0)
         phases[op.output] = phase
         after[op.output] = phase + op.reduction
-    return phases, stencils
+    return phases, stencil_of
 
 
-def _joins(ir: KernelIR, op: Op, conv: int, known: list[int], after: dict[int, int],
-           stencils: dict[int, int], phases: dict[int, int]) -> bool:
-    """Whether `op`, which reads values of the stencil nest of the convolution whose output
-    is `conv` (and of no other), joins its epilogue: its other operands are complete by the
-    convolution's phase."""
-    conv_op = next(o for o in ir.ops if o.output == conv)
-    return joins_epilogue(ir, op, conv_op) and all(
-        after[t] + (t in stencils) <= phases[conv]
-        for t in known if stencils.get(t) != conv)
+def _producer(ir: KernelIR, tensor: int) -> Op:
+    return next(op for op in ir.ops if op.output == tensor)
 
 
 def _domain(ir: KernelIR, op: Op) -> tuple[int, ...]:

@@ -169,6 +169,8 @@ def stencil_reason(node: NodeInfo, tensors: list[TensorInfo]) -> NotClaimed | No
                               tensor.name or tensor.index)
     if not (weights.is_constant and bias.is_constant):
         return NotClaimed("{} weights or bias not constant", name)
+    if data.is_constant:
+        return NotClaimed("{} of a constant tensor", name)
     if not node.builtin_data:
         return NotClaimed("builtin params missing")
     params = dict(fused_node(node).params)
