@@ -136,21 +136,23 @@ class _Tile:
     def _body(self, ox: str, pixels: int, column: str, taps: list[str], depth: int) -> list[str]:
         """A tile of `pixels` columns from `ox`: its sums from the bias, per row of taps
         `data_row` from input column `column` and `weight_row`, then `taps`, then the
-        epilogue, all once per block of channels. (`depth`: its indents within the tile.)"""
+        epilogue, all once per block of channels. (`depth`: its indents within the tile.)
+        The bias and the epilogue loop over the pixels inside the channels: so LLVM
+        vectorises the channel loop whatever the block's length (with the pixels outside,
+        it unrolled a block of 24 before vectorising it, and left the clamps scalar)."""
         nest, block = self.nest, self.nest.channels
         channel = "cb + ch" if self.blocked else "ch"
         pixel = ox if pixels == 1 else "px" if ox == "0" else f"{ox} + px"
         sum_at = f"{self.acc}[ch]" if pixels == 1 else f"{self.acc}[px * {block} + ch]"
         bias = self._array(nest.conv.inputs[2], channel)
-        per_pixel = [] if pixels == 1 else [f"for px in range({pixels}):"]
+        per_pixel = [] if pixels == 1 else [f"{INDENT}for px in range({pixels}):"]
         indent = INDENT * len(per_pixel)
-        lines = [*per_pixel, f"{indent}for ch in range({block}):",
-                 f"{indent}{INDENT}{sum_at} = {bias}"]
+        lines = [f"for ch in range({block}):", *per_pixel, f"{indent}{INDENT}{sum_at} = {bias}"]
         if taps:
             lines += self._tap_rows(column, taps)
         epilogue = self._epilogue(pixel, channel, sum_at,
                                   self.depth + depth + 1 + self.blocked + len(per_pixel))
-        lines += [*per_pixel, f"{indent}for ch in range({block}):",
+        lines += [f"for ch in range({block}):", *per_pixel,
                   *(indent + INDENT + line for line in epilogue)]
         if not self.blocked:
             return lines
