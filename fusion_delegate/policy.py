@@ -29,9 +29,10 @@ MIN_SAVING_US = 0.5
 THREADED_MIN_SPEEDUP = 1.8
 #: Binary ops XNNPACK runs, float32 and int8, in one pass over their operands.
 MEMORY_SPEED_BINARY = frozenset({"ADD", "SUB", "MUL"})
-#: A depthwise convolution is claimed from this many taps (kernel height x width): the fused
-#: kernel beat XNNPACK there at every shape measured (perf/stencil.py).
-STENCIL_MIN_TAPS = 49
+#: A depthwise convolution is claimed from this many taps (kernel height x width) on: fused,
+#: the 5x5 and 7x7 ones made whole models faster, the 3x3 ones slower though each alone was
+#: faster than XNNPACK's (perf/README.md, "Depthwise convolutions").
+STENCIL_MIN_TAPS = 25
 
 
 @dataclass(frozen=True)
