@@ -13,6 +13,8 @@ the channels).
 """
 from __future__ import annotations
 
+import textwrap
+
 from .emit import NestNames, count_misses, nest_comment, op_expression, outer_loop, value_literal
 from .fastpath import FastPath
 from .ir import KernelIR
@@ -48,13 +50,7 @@ def _window_comment(nest: StencilNest) -> list[str]:
     text = (f"{kh}x{kw} taps, stride {sh}x{sw}, dilation {dh}x{dw}, from {top} rows above and "
             f"{left} columns left of the output pixel, in tiles of {nest.pixels} pixels x "
             f"{nest.channels} channels")
-    width = LINE_LIMIT - 2 - len(INDENT)
-    out = [""]
-    for word in text.split():
-        if len(out[-1]) + len(word) + 1 > width:
-            out.append("")
-        out[-1] = f"{out[-1]} {word}".strip()
-    return [f"# {line}" for line in out]
+    return ["# " + line for line in textwrap.wrap(text, LINE_LIMIT - 2 - len(INDENT))]
 
 
 def _row_taps(ir: KernelIR, nest: StencilNest) -> list[str]:
@@ -62,13 +58,13 @@ def _row_taps(ir: KernelIR, nest: StencilNest) -> list[str]:
     input's rows, the taps [ky0, ky1) inside them."""
     height = ir.value(nest.conv.inputs[0]).shape[1]
     kernel, dilation = nest.window.kernel[0], nest.window.dilations[0]
-    lines = [f"iy = {_affine('oy', nest.window.strides[0], -nest.window.padding[0])}"]
-    if _rows_clamped(ir, nest):
-        if dilation == 1:
-            return [*lines, "ky0 = max(0, -iy)", f"ky1 = min({kernel}, {height} - iy)"]
-        lines += [f"ky0 = max(0, ({dilation - 1} - iy) // {dilation})",
-                  f"ky1 = min({kernel}, ({height + dilation - 1} - iy) // {dilation})"]
-    return lines
+    first = f"iy = {_affine('oy', nest.window.strides[0], -nest.window.padding[0])}"
+    if not _rows_clamped(ir, nest):
+        return [first]
+    if dilation == 1:
+        return [first, "ky0 = max(0, -iy)", f"ky1 = min({kernel}, {height} - iy)"]
+    return [first, f"ky0 = max(0, ({dilation - 1} - iy) // {dilation})",
+            f"ky1 = min({kernel}, ({height + dilation - 1} - iy) // {dilation})"]
 
 
 def _rows_clamped(ir: KernelIR, nest: StencilNest) -> bool:
@@ -83,8 +79,8 @@ class _Tile:
     def __init__(self, ir: KernelIR, names: dict[int, str], nest: StencilNest, acc: str,
                  fast: FastPath | None, depth: int) -> None:
         self.ir, self.names, self.nest, self.acc, self.fast = ir, names, nest, acc, fast
-        self.depth = depth            # of a tile's first line in the kernel's module
-        self.batch, self.height, self.width, self.depth_in = ir.value(nest.conv.inputs[0]).shape
+        self.indent = depth           # of a tile's first line in the kernel's module
+        self.batch, self.height, self.width, self.in_channels = ir.value(nest.conv.inputs[0]).shape
         self.channels = nest.domain[3]
         self.blocked = nest.channels < self.channels
         self.weights = ir.value(nest.conv.inputs[1])
@@ -96,8 +92,8 @@ class _Tile:
         if end == first:
             return []
         nest, pixels = self.nest, self.nest.pixels
-        step = nest.window.dilations[1] * self.depth_in
-        stride = nest.window.strides[1] * self.depth_in
+        step = nest.window.dilations[1] * self.in_channels
+        stride = nest.window.strides[1] * self.in_channels
         taps = [f"{self._sum(p)} += data_row[kx * {step}{f' + {p * stride}' * bool(p)} + "
                 f"{self._input_channel()}] * weight" for p in range(pixels)]
         weight = (value_literal(self.weights) if self.weights.literal is not None
@@ -122,7 +118,7 @@ class _Tile:
             for p in range(end - start):
                 column = first_column + p * sw + kx * dw
                 if 0 <= column < self.width:
-                    data = (column - base) * self.depth_in
+                    data = (column - base) * self.in_channels
                     weight = (value_literal(self.weights) if self.weights.literal is not None
                               else f"weight_row[{f'{kx * self.channels} + ' * bool(kx)}ch]")
                     taps.append(f"{self._sum(p)} += data_row[{f'{data} + ' * bool(data)}"
@@ -151,7 +147,7 @@ class _Tile:
         if taps:
             lines += self._tap_rows(column, taps)
         epilogue = self._epilogue(pixel, channel, sum_at,
-                                  self.depth + depth + 1 + self.blocked + len(per_pixel))
+                                  self.indent + depth + 1 + self.blocked + len(per_pixel))
         lines += [f"for ch in range({block}):", *per_pixel,
                   *(indent + INDENT + line for line in epilogue)]
         if not self.blocked:
@@ -164,8 +160,8 @@ class _Tile:
         nest = self.nest
         (kh, kw), dh = nest.window.kernel, nest.window.dilations[0]
         row = f"{f'n * {self.height} + ' if self.batch > 1 else ''}iy + {_scaled('ky', dh)}"
-        start = (f"({row}) * {self.width * self.depth_in}" if column == "0" else
-                 f"(({row}) * {self.width} + {column}) * {self.depth_in}")
+        start = (f"({row}) * {self.width * self.in_channels}" if column == "0" else
+                 f"(({row}) * {self.width} + {column}) * {self.in_channels}")
         if self.blocked:
             multiplier = nest.depth_multiplier
             start += " + cb" if multiplier == 1 else f" + cb // {multiplier}"

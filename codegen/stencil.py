@@ -85,7 +85,7 @@ def _channel_block(channels: int, multiplier: int, lanes: int) -> int:
         return max(whole)
     if channels <= BLOCK_MAX_VECTORS * lanes:
         return channels
-    return max(d for d in divisors if d <= BLOCK_VECTORS * lanes)
+    return max((d for d in divisors if d <= BLOCK_VECTORS * lanes), default=channels)
 
 
 def _broadcast(shape: tuple[int, ...], domain: tuple[int, ...]) -> tuple[bool, ...]:
