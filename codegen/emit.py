@@ -14,8 +14,8 @@ from .fastpath import FastPath
 from .ir import KernelIR, Op, Value
 from .literals import literal
 from .names import RESERVED, fresh_name
-from .nests import (ElementwiseNest, Nest, RowBlockNest, RowsNest, Schedule, TableNest,
-                    UnrolledRowsNest)
+from .nests import (ElementwiseNest, Nest, RowBlockNest, RowsNest, Schedule, StencilNest,
+                    TableNest, UnrolledRowsNest)
 from .qcall import QCALL_HELPERS
 from .writer import INDENT, LINE_LIMIT, assignment, wrap_call
 
@@ -30,7 +30,8 @@ class NestNames:
     stages: dict
     rows: dict
     slices: dict
-    accumulators: dict                 # rows nests: a reduction's register, if stored too
+    accumulators: dict                 # rows nests: a reduction's register, if stored too;
+                                       # stencil nests: the array of a tile's sums
     unrolled: dict                     # unrolled rows: (tensor, row) -> row's temporary
     values: dict                       # streamed nests: output -> its value, stream_store'd
     lane_misses: str                   # ... with short rows: the fast loop's checks per lane
@@ -58,7 +59,9 @@ def nest_names(schedule: Schedule, names: dict[int, str]) -> list[NestNames]:
         result.append(NestNames({t: fresh(f"{names[t]}_buf") for t in stage_buffers},
                                 {t: fresh(f"{names[t]}_rows") for t in periodic},
                                 {t: fresh(f"{names[t]}_t") for t in dict.fromkeys(sliced)},
-                                {t: fresh(f"{names[t]}_acc") for t in stored},
+                                {t: fresh(f"{names[t]}_acc") for t in stored}
+                                | ({nest.conv.output: fresh("acc")}
+                                   if isinstance(nest, StencilNest) else {}),
                                 {(t, row): fresh(f"{names[t]}_r{row}") for row in
                                  range(1, unroll) for t in temporaries},
                                 {t: fresh(f"{names[t]}_value")
@@ -90,6 +93,9 @@ def allocations(ir: KernelIR, names: dict[int, str], schedule: Schedule,
     for nest, nest_local in zip(schedule.nests, local):
         if nest.threads == 1 and isinstance(nest, (ElementwiseNest, RowsNest)):
             lines += tile_allocations(ir, nest, nest_local, schedule.stack)
+        if nest.threads == 1 and isinstance(nest, StencilNest):
+            lines.append(f"{nest_local.accumulators[nest.conv.output]} = "
+                         f"stack_empty({nest.pixels * nest.channels}, np.float32)")
     return lines
 
 

@@ -9,7 +9,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
-from .ops import KERNEL_OPS, OPS, REDUCTIONS
+from .ops import KERNEL_OPS, OPS, REDUCTIONS, STENCILS
+from .window import conv_output_shape
 
 MAX_RANK = 6
 
@@ -44,11 +45,17 @@ class Op:
 
     @property
     def spec(self):
-        return OPS.get(self.op) or REDUCTIONS.get(self.op) or KERNEL_OPS[self.op]
+        return (OPS.get(self.op) or REDUCTIONS.get(self.op) or STENCILS.get(self.op)
+                or KERNEL_OPS[self.op])
 
     @property
     def reduction(self) -> bool:
         return self.op in REDUCTIONS
+
+    @property
+    def stencil(self) -> bool:
+        """Each output reads a window of its first input (codegen.ops.STENCILS)."""
+        return self.op in STENCILS
 
     @property
     def init(self) -> str:
@@ -129,11 +136,25 @@ def reduced_shape(shape: tuple[int, ...], axes: tuple[int, ...],
     return tuple(n for d, n in enumerate(shape) if d not in axes)
 
 
+def stencil_shape(ir: KernelIR, op: Op) -> tuple[int, ...]:
+    """A depthwise convolution's output shape, or IRError where its operands do not fit:
+    data [N, H, W, C], weights [1, KH, KW, C * M], bias [C * M], float32."""
+    data, weights, bias = (ir.value(t) for t in op.inputs)
+    if (len(data.shape) != 4 or len(weights.shape) != 4 or weights.shape[0] != 1
+            or weights.shape[3] % data.shape[3] or bias.shape != weights.shape[3:]
+            or any(v.dtype != "float32" for v in (data, weights, bias))):
+        raise IRError(f"node {op.node} ({op.op}): data {list(data.shape)}, weights "
+                      f"{list(weights.shape)} and bias {list(bias.shape)} are not float32 "
+                      f"[N, H, W, C], [1, KH, KW, C * M] and [C * M]")
+    return conv_output_shape(data.shape, weights.shape, dict(op.params))
+
+
 def verify(ir: KernelIR) -> None:
     """Check arity, defined-before-use and shapes against OPS before rendering."""
     defined = {v.tensor for v in ir.values if v.literal is not None} | set(ir.inputs)
     for op in ir.ops:
-        spec = OPS.get(op.op) or REDUCTIONS.get(op.op) or KERNEL_OPS.get(op.op)
+        spec = (OPS.get(op.op) or REDUCTIONS.get(op.op) or STENCILS.get(op.op)
+                or KERNEL_OPS.get(op.op))
         where = f"node {op.node} ({op.op})"
         if spec is None:
             raise IRError(f"{where}: no such op in OPS")
@@ -148,6 +169,8 @@ def verify(ir: KernelIR) -> None:
             params = dict(op.params)
             expected = reduced_shape(ir.value(op.inputs[0]).shape, params["axes"],
                                      params["keep_dims"])
+        elif op.stencil:
+            expected = stencil_shape(ir, op)
         else:
             expected = broadcast_shapes(*(ir.value(t).shape for t in op.inputs))
         if ir.value(op.output).shape != expected:

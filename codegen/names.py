@@ -25,7 +25,9 @@ KERNEL_HELPERS = {**HELPER_MODULES, "aligned_copy": "codegen.native",
 RESERVED = {"np", "carray", "cfunc", "njit", "prange", "context", "node", "tensors", "range",
             "min", "max", "misses", "part", "tile", "block", "start", "stop", "base", "j", "k",
             "row_length", "padded_length", "FLT_MAX", "NAN", "INF", "INF_BITS", "NoAliasCompiler",
-            *KERNEL_HELPERS}
+            # a stencil nest's (codegen.emit_stencil)
+            "n", "oy", "ox", "iy", "ix", "ky", "kx", "ky0", "ky1", "kx0", "kx1", "ch", "cb", "px",
+            "data_row", "weight_row", "weight", *KERNEL_HELPERS}
 
 
 def identifiers(ir: KernelIR) -> dict[int, str]:

@@ -1,8 +1,8 @@
 """What a schedule is: loop nests of a few kinds, each with only the fields its kind means.
 
-codegen.schedule decides them (`plan`); codegen.emit and codegen.emit_rows write each kind with
-an emitter of its own (render.EMITTERS). A new kind of nest is one class here, the planning that
-makes it, and one emitter.
+codegen.schedule decides them (`plan`); codegen.emit, codegen.emit_rows and
+codegen.emit_stencil write each kind with an emitter of its own (render.EMITTERS). A new kind of
+nest is one class here, the planning that makes it, and one emitter.
 """
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ from dataclasses import dataclass
 
 from .fastpath import FastPath
 from .ir import Op
+from .window import Window
 
 
 @dataclass(frozen=True)
@@ -186,6 +187,39 @@ class TableNest(Nest):
     @property
     def op(self) -> Op:
         return self.ops[0]
+
+
+@dataclass(frozen=True, kw_only=True)
+class StencilNest(Nest):
+    """A depthwise convolution (`ops[0]`, its window `window`, `depth_multiplier` output
+    channels per input channel) over its [N, OH, OW, C] output `domain`, and its `epilogue`,
+    the elementwise ops after it, applied to each sum before it is stored. `loops` is the
+    domain uncollapsed, with the broadcast of the epilogue's operands.
+
+    Output rows one by one, each row's taps limited to the input's rows. Along a row, tiles
+    of `pixels` columns x `channels` (a divisor of C), their sums in vector registers: over
+    the columns `interior` (windows inside the input, whole tiles) a loop of tiles whose taps
+    need no check; before and after it, tiles of at most `pixels` columns whose taps inside
+    the input are written out one by one."""
+    window: Window
+    depth_multiplier: int
+    pixels: int
+    channels: int
+    interior: tuple[int, int]          # [first, end) of the columns of the tiles' loop
+
+    @property
+    def conv(self) -> Op:
+        return self.ops[0]
+
+    @property
+    def epilogue(self) -> tuple[Op, ...]:
+        return self.ops[1:]
+
+    @property
+    def levels(self) -> list[tuple[str, int]]:
+        """The images (if more than one) and the output rows: what threads may split."""
+        n, rows = self.domain[:2]
+        return [("n", n), ("oy", rows)] if n > 1 else [("oy", rows)]
 
 
 @dataclass(frozen=True)

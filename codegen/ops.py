@@ -350,6 +350,13 @@ REDUCTIONS: dict[str, ReductionSpec] = {spec.name: spec for spec in (
                   dtypes=("int8", "uint8")),
 )}
 
+#: Ops over a window of their input (codegen.window): the depthwise convolution, float32. Its
+#: expression is its fused activation over `{a}`, the sum of its taps (codegen.emit_stencil: bias
+#: first, then each tap's product in LiteRT's order); inputs: data, weights, bias.
+STENCILS: dict[str, OpSpec] = {spec.name: spec for spec in (
+    OpSpec("DEPTHWISE_CONV_2D", 4, 3, "{a}", lambda a, b, p: None, fused_activation=True),
+)}
+
 # Elementwise kernel ops the composite ops are lowered to (codegen.composites.expand): without the
 # fused activation's clamp, as Eigen computes them inside SOFTMAX, LOG_SOFTMAX and
 # L2_NORMALIZATION.

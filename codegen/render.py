@@ -21,13 +21,15 @@ import numpy as np
 from .emit import (NestNames, allocations, elementwise_nest, nest_names, op_title,
                    row_block_nest, table_name, table_nest, unrolled_rows_nest)
 from .emit_rows import rows_nest
+from .emit_stencil import stencil_nest
 from .fastpath import FastPath
 from .ir import KernelIR, Value, verify
 from .literals import float32_text
 from .lut import byte_table
 from .names import KERNEL_HELPERS, identifiers
 from .native import POINTERS
-from .nests import ElementwiseNest, RowBlockNest, RowsNest, Schedule, TableNest, UnrolledRowsNest
+from .nests import (ElementwiseNest, RowBlockNest, RowsNest, Schedule, StencilNest, TableNest,
+                    UnrolledRowsNest)
 from .ops import ACTIVATIONS, CHAIN_OPS
 from .variants import one_body
 from .writer import INDENT, LINE_LIMIT, assignment, wrap_call
@@ -283,4 +285,5 @@ def entry_point(ir: KernelIR, names: dict[int, str], memory: list[int],
 
 #: The emitter of each kind of nest (codegen.nests).
 EMITTERS = {ElementwiseNest: elementwise_nest, RowBlockNest: row_block_nest,
-            UnrolledRowsNest: unrolled_rows_nest, RowsNest: rows_nest, TableNest: table_nest}
+            UnrolledRowsNest: unrolled_rows_nest, RowsNest: rows_nest, TableNest: table_nest,
+            StencilNest: stencil_nest}

@@ -45,6 +45,12 @@ the per-row ops run once per block, across its rows. Threads split the rows, nev
 Any other reduction (H,W of NHWC) is an ordinary nest over its input's domain accumulating
 into a buffer of its output's size, in the input's order, on one thread.
 
+A depthwise convolution (codegen.ops.STENCILS) reads its data at other positions than its
+output's, so it runs a phase after that data. It and the elementwise ops after it that read
+its values (its epilogue) are one stencil nest (codegen.stencil), formed whole as a rows nest
+is, and a rows nest may follow it, reading what it stores (ConvNeXt's LayerNorm after its 7x7
+convolution).
+
 `plan(ir, target)` is a pure function of the IR and the target (codegen.target: vector width,
 registers, streaming stores, byte shuffles), and decides everything the renderer writes: the
 kinds of nests (codegen.nests), their threads, the memory on the kernel's stack, the fast loop
@@ -60,10 +66,11 @@ import numpy as np
 
 from .fastpath import FastPath
 from .ir import IRError, KernelIR, Op, reduced_shape
-from .nests import (ElementwiseNest, LoopNest, Nest, RowBlockNest, RowsNest, Schedule, TableNest,
-                    UnrolledRowsNest, collapse)
+from .nests import (ElementwiseNest, LoopNest, Nest, RowBlockNest, RowsNest, Schedule,
+                    StencilNest, TableNest, UnrolledRowsNest, collapse)
 from .ops import TRANSCENDENTAL, TRANSCENDENTAL_COST
 from .padding import padding_of
+from .stencil import joins_epilogue, stencil_nest
 from .target import Target
 
 #: Innermost loops shorter than this are made longer, by row tiles of about ROW_TILE elements
@@ -138,43 +145,51 @@ def plan(ir: KernelIR, target: Target) -> Schedule:
     """Place every op in the nest of its domain (its output shape, a reduction's input shape)
     and phase; order the nests so each runs after the nests it reads from, earlier phases and
     smaller domains first; loop each over its collapsed, maybe tiled, domain. Reductions over
-    rows and the ops around them are one `rows` nest instead, first.
+    rows and the ops around them are one `rows` nest instead, and a depthwise convolution and
+    its epilogue one `stencil` nest (_formed).
 
     An elementwise op's output shape holds each operand's shape, and is larger where they
     differ, so within a phase a nest only ever reads from nests over smaller domains, and a
-    reduction's result is read in a later phase: the order exists."""
-    phases = _phases(ir)
-    rows = _rows_nest(ir, phases, target)
-    in_rows = {op.output for op in rows.ops} if rows else set()
-    nests = [rows] if rows else []
-    buffers = {t: math.prod(ir.value(t).shape) for t in (rows.writes if rows else ())
-               if t not in ir.outputs}
-    groups: dict[tuple[tuple[int, ...], int], list[Op]] = {}
+    reduction's or a stencil's result is read in a later phase: the order exists."""
+    phases, stencil_of = _phases(ir)
+    formed = _formed(ir, phases, stencil_of, target)
+    in_formed = {op.output for nest in formed for op in nest.ops}
+    groups: dict[tuple, tuple[Op, ...]] = {}
     for op in ir.ops:
-        if op.output in in_rows:
-            continue
-        groups.setdefault((_domain(ir, op), phases[op.output]), []).append(op)
-    key_of = {op.output: key for key, ops in groups.items() for op in ops}
-    needs = {key: {key_of[t] for op in ops for t in op.inputs if t in key_of} - {key}
-             for key, ops in groups.items()}
-    first = {key: ir.ops.index(ops[0]) for key, ops in groups.items()}
-    order: list[tuple[tuple[int, ...], int]] = []
-    while len(order) < len(groups):
-        ready = [k for k in groups if k not in order and needs[k] <= set(order)]
+        if op.output not in in_formed:
+            key = (_domain(ir, op), phases[op.output])
+            groups[key] = (*groups.get(key, ()), op)
+    # Formed nests sort before the groups of their phase: a rows nest reads memory only.
+    units: dict[tuple, tuple[Op, ...]] = {
+        **{(phases[nest.ops[0].output], -1, n): nest.ops for n, nest in enumerate(formed)},
+        **{(phase, math.prod(domain), ir.ops.index(ops[0]), domain): ops
+           for (domain, phase), ops in groups.items()}}
+    unit_of = {op.output: key for key, ops in units.items() for op in ops}
+    needs = {key: {unit_of[t] for op in ops for t in op.inputs if t in unit_of} - {key}
+             for key, ops in units.items()}
+    order: list[tuple] = []
+    while len(order) < len(units):
+        ready = [k for k in units if k not in order and needs[k] <= set(order)]
         if not ready:
             raise IRError(f"partition {ir.partition}: loop nests depend on each other")
-        order.append(min(ready, key=lambda k: (k[1], math.prod(k[0]), first[k])))
+        order.append(min(ready))
+    nests: list[Nest] = []
+    buffers = {}
     for position, key in enumerate(order):
-        ops = tuple(groups[key])
-        computed = {op.output for op in ops}
-        reads = _unique(t for op in ops for t in op.inputs
-                        if t not in computed and ir.value(t).literal is None)
-        later = {t for d in order[position + 1:] for op in groups[d] for t in op.inputs}
-        writes = tuple(op.output for op in ops if op.output in ir.outputs or op.output in later)
-        for t in writes:
-            if t not in ir.outputs:
-                buffers[t] = math.prod(ir.value(t).shape)
-        nests.append(_loops(ir, key[0], ops, reads, writes, tuple(set(writes) - later), target))
+        later = {t for k in order[position + 1:] for op in units[k] for t in op.inputs}
+        if key[1] == -1:
+            nest = formed[key[2]]
+        else:
+            ops = units[key]
+            computed = {op.output for op in ops}
+            reads = _unique(t for op in ops for t in op.inputs
+                            if t not in computed and ir.value(t).literal is None)
+            writes = tuple(op.output for op in ops
+                           if op.output in ir.outputs or op.output in later)
+            nest = _loops(ir, key[3], ops, reads, writes, tuple(set(writes) - later), target)
+        buffers.update((t, math.prod(ir.value(t).shape)) for t in nest.writes
+                       if t not in ir.outputs)
+        nests.append(nest)
     nests = [_threaded(nest, ir.threads, target.lanes) for nest in nests]
     in_passes = frozenset(op.output for nest in nests if isinstance(nest, RowsNest)
                           for stage in nest.stages for op in stage)
@@ -182,6 +197,43 @@ def plan(ir: KernelIR, target: Target) -> Schedule:
     ordered = tuple(sorted(buffers.items()))
     return Schedule(tuple(nests), ordered, _on_stack(ir, nests, ordered),
                     fast if fast.pays else None)
+
+
+def _formed(ir: KernelIR, phases: dict[int, int], stencil_of: dict[int, int],
+            target: Target) -> list[Nest]:
+    """The nests formed whole, in op order: a stencil nest at each convolution (its epilogue
+    as `stencil_of` says), and a rows nest at the first reduction over rows and at the first
+    one after each stencil nest. Such a rows nest may read the stencils' values (they are in
+    memory then), so it takes none of the ops they need."""
+    formed: list[Nest] = []
+    taken = set(stencil_of)
+    available: set[int] = set()
+    producer = {op.output: op for op in ir.ops}
+    rows_wanted = True
+    for op in ir.ops:
+        if op.stencil:
+            ops = tuple(o for o in ir.ops if stencil_of.get(o.output) == op.output)
+            members = {o.output for o in ops}
+            readers = {t for o in ir.ops if o.output not in members for t in o.inputs}
+            writes = tuple(t for t in members if t in ir.outputs or t in readers)
+            formed.append(stencil_nest(ir, ops, writes, target))
+            available |= members
+            rows_wanted = True
+        elif rows_wanted and op.output not in taken and _split(ir, op):
+            needed = set()
+            pending = [t for nest in formed if isinstance(nest, StencilNest) for t in nest.reads]
+            while pending:
+                t = pending.pop()
+                if t in producer and t not in needed:
+                    needed.add(t)
+                    pending += producer[t].inputs
+            rows = _rows_nest(ir, phases, target, _split(ir, op), taken | needed, available)
+            if rows is not None:
+                formed.append(rows)
+                taken |= {o.output for o in rows.ops}
+                available |= {o.output for o in rows.ops}
+            rows_wanted = False
+    return formed
 
 
 def _threaded(nest: Nest, requested: int, lanes: int) -> Nest:
@@ -240,14 +292,41 @@ def _on_stack(ir: KernelIR, nests: list[Nest], buffers: tuple[tuple[int, int], .
     return frozenset(stack)
 
 
-def _phases(ir: KernelIR) -> dict[int, int]:
-    """Each op output's phase: the largest of its inputs' (+ 1 for a reduction's result)."""
+def _phases(ir: KernelIR) -> tuple[dict[int, int], dict[int, int]]:
+    """Each op output's phase, and for each op of a stencil nest, its convolution's output.
+
+    An op's phase is the largest of its inputs' (+ 1 for a reduction's result). A convolution
+    reads its data at other positions than its own: it runs a phase after that data's. An op
+    joins a convolution's epilogue (codegen.stencil.joins_epilogue) where it reads the values
+    of that one convolution and otherwise only values of its phase or before: it is of that
+    phase. Any other op sees a stencil nest's values one phase later (they are complete once
+    the nest has run)."""
     after: dict[int, int] = {}
-    phases = {}
+    phases: dict[int, int] = {}
+    stencil_of: dict[int, int] = {}
+
+    def seen(t: int) -> int:
+        return after[t] + (t in stencil_of)
+
     for op in ir.ops:
-        phases[op.output] = max((after[t] for t in op.inputs if t in after), default=0)
-        after[op.output] = phases[op.output] + op.reduction
-    return phases
+        known = [t for t in op.inputs if t in after]
+        convs = {stencil_of[t] for t in known if t in stencil_of}
+        if op.stencil:
+            phase = max((seen(t) + (t == op.inputs[0]) for t in known), default=0)
+            stencil_of[op.output] = op.output
+        elif len(convs) == 1 and joins_epilogue(ir, op, _producer(ir, min(convs))) and all(
+                seen(t) <= phases[min(convs)] for t in known if stencil_of.get(t) not in convs):
+            phase = phases[min(convs)]
+            stencil_of[op.output] = min(convs)
+        else:
+            phase = max((seen(t) for t in known), default=0)
+        phases[op.output] = phase
+        after[op.output] = phase + op.reduction
+    return phases, stencil_of
+
+
+def _producer(ir: KernelIR, tensor: int) -> Op:
+    return next(op for op in ir.ops if op.output == tensor)
 
 
 def _domain(ir: KernelIR, op: Op) -> tuple[int, ...]:
@@ -274,17 +353,17 @@ def _split(ir: KernelIR, op: Op) -> tuple[tuple[int, ...], tuple[int, ...]] | No
     return _squeeze(shape[:len(shape) - len(axes)]), shape[len(shape) - len(axes):]
 
 
-def _rows_nest(ir: KernelIR, phases: dict[int, int], target: Target) -> RowsNest | None:
-    """One nest over rows for the reductions over the trailing dims of one domain
-    [*rows, *cols] (the first such reduction's) and the ops around them, or None if there are
-    none. It takes, in order, each op over that domain (a full op) or over its rows (a per-row
-    op: its operands' cols dims are all 1) whose operands are whole or broadcast along all
-    their rows or all their cols, and come from memory or from ops it took; the other ops of
+def _rows_nest(ir: KernelIR, phases: dict[int, int], target: Target,
+               split: tuple[tuple[int, ...], tuple[int, ...]], taken_before: set[int],
+               available: set[int]) -> RowsNest | None:
+    """One nest over rows for the reductions over the trailing dims of the domain `split`,
+    [*rows, *cols], and the ops around them, or None if there are none. It takes, in order,
+    each op not `taken_before` (by nests formed before it) over that domain (a full op) or
+    over its rows (a per-row op: its operands' cols dims are all 1) whose operands are whole
+    or broadcast along all their rows or all their cols, and come from memory (partition
+    inputs, values `available` from nests before it) or from ops it took; the other ops of
     the partition are nests after it."""
-    splits = [split for split in (_split(ir, op) for op in ir.ops) if split]
-    if not splits:
-        return None
-    rows, cols = splits[0]
+    rows, cols = split
     rank = len(rows) + len(cols)
     by_output = {op.output: op for op in ir.ops if _split(ir, op) == (rows, cols)}
 
@@ -301,10 +380,10 @@ def _rows_nest(ir: KernelIR, phases: dict[int, int], target: Target) -> RowsNest
         return row_part, col_part
 
     scalar = set(by_output)            # per-row values: reduction results and per-row ops
-    computed = {op.output for op in ir.ops}
+    computed = {op.output for op in ir.ops} - available
     full_ops, row_ops, taken = [], [], set()
     for op in ir.ops:
-        if op.reduction and op.output not in by_output:
+        if op.output in taken_before or op.reduction and op.output not in by_output:
             continue
         if any(t in computed and t not in taken for t in op.inputs):
             continue
@@ -321,7 +400,9 @@ def _rows_nest(ir: KernelIR, phases: dict[int, int], target: Target) -> RowsNest
             row_ops.append(op)
     if not any(op.reduction for op in full_ops):
         return None
-    stages = max(phases[t] for t in taken) + 1
+    first = min(phases[t] for t in taken)     # after a stencil nest, phases start later
+    phases = {t: phases[t] - first for t in taken}
+    stages = max(phases.values()) + 1
     # An elementwise op runs in the pass of its first reader, not before: x - mean then costs
     # no row buffer between passes.
     stage_of = {}
@@ -335,7 +416,7 @@ def _rows_nest(ir: KernelIR, phases: dict[int, int], target: Target) -> RowsNest
                     for k in range(stages + 1))
     ops = tuple(op for op in ir.ops if op.output in taken)
     reads = _unique(t for op in ops for t in op.inputs
-                    if t not in computed and ir.value(t).literal is None)
+                    if t not in taken and ir.value(t).literal is None)
     later = {t for op in ir.ops if op.output not in taken for t in op.inputs}
     writes = tuple(op.output for op in ops if op.output in ir.outputs or op.output in later)
     sizes = (math.prod(rows), math.prod(cols))

@@ -206,6 +206,14 @@ class TfLiteL2NormParams(Structure):
     _fields_ = [("activation", c_int)]
 
 
+class TfLiteDepthwiseConvParams(Structure):
+    """padding is a TfLitePadding (kTfLitePaddingSame 1, kTfLitePaddingValid 2);
+    depth_multiplier is redundant, LiteRT's kernel takes it from the shapes."""
+    _fields_ = [("padding", c_int), ("stride_width", c_int), ("stride_height", c_int),
+                ("depth_multiplier", c_int), ("activation", c_int),
+                ("dilation_width_factor", c_int), ("dilation_height_factor", c_int)]
+
+
 # Expected sizes and the offsets we rely on, x86-64 / aarch64 LP64 (numba kernels read
 # TENSOR_DATA_OFFSET etc. directly, so these are also codegen inputs).
 EXPECTED_LAYOUT: dict[str, tuple[int, dict[str, int]]] = {

@@ -13,11 +13,12 @@ import numpy as np
 
 from codegen.composites import COMPOSITES
 from codegen.ir import DTYPES, MAX_RANK, IRError, broadcast_shapes, reduced_shape
-from codegen.ops import ACTIVATIONS, OPS_BY_CODE, REDUCTIONS
+from codegen.ops import ACTIVATIONS, OPS_BY_CODE, REDUCTIONS, STENCILS
 from codegen.qparams import DTYPE_RANGES, QParams
 from codegen.quant_ops import BINARY_OPS, CONVERSIONS, ELEMENTWISE_OPS, QUANT_OPS
 from codegen.quant_rows import ROW_OP_OUTPUTS, reduction_unsupported, row_op_unsupported
 from codegen.quant_support import quant_unsupported
+from codegen.window import conv_output_shape
 
 from . import abi
 from .context import Context, NodeInfo, TensorInfo
@@ -30,6 +31,9 @@ REDUCTION_CODES = {spec.code: name for name, spec in REDUCTIONS.items() if spec.
 COMPOSITE_CODES = {code: name for name, code in COMPOSITES.items()}
 REDUCTION_PARAMS = {"SOFTMAX": abi.TfLiteSoftmaxParams, "L2_NORMALIZATION": abi.TfLiteL2NormParams,
                     **{name: abi.TfLiteReducerParams for name in REDUCTION_CODES.values()}}
+#: The ops over windows (codegen.ops.STENCILS), by code, and their TfLitePadding values.
+STENCIL_CODES = {spec.code: name for name, spec in STENCILS.items()}
+PADDINGS = {1: "same", 2: "valid"}
 
 
 class NotClaimed(str):
@@ -66,6 +70,8 @@ def op_name(node: NodeInfo) -> str:
 def unsupported_reason(context: Context, node: NodeInfo) -> NotClaimed | None:
     """None if the node can be fused, otherwise why it cannot."""
     tensors = [context.tensor(t) for t in node.inputs + node.outputs if t >= 0]
+    if node.builtin_code in STENCIL_CODES:
+        return stencil_reason(node, tensors)
     if node.builtin_code in REDUCTION_CODES or node.builtin_code in COMPOSITE_CODES:
         return reduction_reason(context, node, tensors)
     if op_name(node) in CONVERSIONS or any(t.type_name.lower() in DTYPE_RANGES
@@ -142,6 +148,45 @@ def reduction_reason(context: Context, node: NodeInfo,
         return quantized(row_op_unsupported(name, qparams(x), qparams(out), x.shape[-1], beta))
     return quantized(reduction_unsupported(name, qparams(x), qparams(out), x.shape, axes,
                                            bool(keep_dims)))
+
+
+def stencil_reason(node: NodeInfo, tensors: list[TensorInfo]) -> NotClaimed | None:
+    """None if the depthwise convolution is reproduced: float32 data [N, H, W, C] and output,
+    constant float32 weights [1, KH, KW, C * M] and bias [C * M], SAME or VALID padding, any
+    strides and dilations."""
+    name = op_name(node)
+    if len(node.outputs) != 1 or len(node.inputs) not in (2, 3) or min(node.inputs[:2]) < 0:
+        return arity_reason(node, 3)
+    if len(node.inputs) == 2 or node.inputs[2] < 0:
+        return NotClaimed("{} without a bias not supported", name)
+    data, weights, bias, out = tensors
+    for role, tensor in (("data", data), ("weights", weights), ("bias", bias), ("output", out)):
+        if tensor.type_name.lower() != "float32":
+            return NotClaimed("{} {} of dtype {} not supported (float32 only)", name, role,
+                              tensor.type_name.lower())
+        if tensor.is_dynamic or tensor.sparse:
+            return NotClaimed("{} tensor {}", "dynamic" if tensor.is_dynamic else "sparse",
+                              tensor.name or tensor.index)
+    if not (weights.is_constant and bias.is_constant):
+        return NotClaimed("{} weights or bias not constant", name)
+    if data.is_constant:
+        return NotClaimed("{} of a constant tensor", name)
+    if not node.builtin_data:
+        return NotClaimed("builtin params missing")
+    params = dict(fused_node(node).params)
+    if params["padding"] is None:
+        return NotClaimed("{} padding not SAME or VALID", name)
+    if min(*params["strides"], *params["dilations"]) < 1:
+        return NotClaimed("{} strides or dilations below 1", name)
+    if params["activation"] not in ACTIVATIONS:
+        return NotClaimed("fused activation {} not supported", params["activation"])
+    if (len(data.shape) != 4 or len(weights.shape) != 4 or weights.shape[0] != 1
+            or not data.shape[3] or weights.shape[3] % data.shape[3]
+            or tuple(bias.shape) != tuple(weights.shape[3:]) or 0 in data.shape
+            or tuple(out.shape) != conv_output_shape(data.shape, weights.shape, params)):
+        return NotClaimed("{} shapes {} not supported", name, " ".join(
+            str(list(t.shape)) for t in tensors))
+    return None
 
 
 def arity_reason(node: NodeInfo, arity: int) -> NotClaimed:
@@ -225,6 +270,13 @@ def fused_node(node: NodeInfo) -> FusedNode:
         if name in REDUCTIONS:                # resolved at the current shapes: fusion._params
             params["axis_tensor"] = node.inputs[1]
         return FusedNode(node.index, name, node.inputs[:1], node.outputs[0],
+                         tuple(sorted(params.items())))
+    if name in STENCILS and node.builtin_data:
+        struct = abi.TfLiteDepthwiseConvParams.from_address(node.builtin_data)
+        params = {"activation": struct.activation, "padding": PADDINGS.get(struct.padding),
+                  "strides": (struct.stride_height, struct.stride_width),
+                  "dilations": (struct.dilation_height_factor, struct.dilation_width_factor)}
+        return FusedNode(node.index, name, node.inputs, node.outputs[0],
                          tuple(sorted(params.items())))
     if spec is None:                          # QUANTIZE, DEQUANTIZE: no params
         return FusedNode(node.index, name, node.inputs, node.outputs[0], ())

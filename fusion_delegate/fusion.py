@@ -18,9 +18,10 @@ from dataclasses import dataclass, replace
 
 from codegen.compile import DEFAULT_DIR, CompileError, Kernel, KernelCache, max_parallel_threads
 from codegen.ir import KernelIR, Op, Value, broadcast_shapes, reduced_shape
-from codegen.ops import REDUCTIONS
+from codegen.ops import REDUCTIONS, STENCILS
 from codegen.pipeline import Built, NotBuildable, build
 from codegen.render import TensorTableLayout
+from codegen.window import conv_output_shape
 from codegen.workers import compile_ahead
 
 from . import abi
@@ -232,9 +233,14 @@ def partition_ir(context: Context, nodes: list[FusedNode], partition: Partition,
     for position, node in enumerate(nodes):
         node = nodes[position] = _reduction(context, node, shapes)
         params = dict(node.params)
-        shapes[node.output] = (reduced_shape(shapes[node.inputs[0]], params["axes"],
-                                             params["keep_dims"]) if node.op in REDUCTIONS
-                               else broadcast_shapes(*(shapes[t] for t in node.inputs)))
+        if node.op in REDUCTIONS:
+            shapes[node.output] = reduced_shape(shapes[node.inputs[0]], params["axes"],
+                                                params["keep_dims"])
+        elif node.op in STENCILS:
+            shapes[node.output] = conv_output_shape(shapes[node.inputs[0]],
+                                                    shapes[node.inputs[1]], params)
+        else:
+            shapes[node.output] = broadcast_shapes(*(shapes[t] for t in node.inputs))
     infos = {t: context.tensor(t) for t in shapes}
     return KernelIR(
         partition=number,

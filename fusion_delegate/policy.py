@@ -12,7 +12,9 @@ import math
 from dataclasses import dataclass
 from pathlib import Path
 
-from .claims import REDUCTION_CODES, NotClaimed, op_name, qparams
+from codegen.ops import STENCILS
+
+from .claims import REDUCTION_CODES, STENCIL_CODES, NotClaimed, op_name, qparams
 from .context import Context, NodeInfo
 from .features import PartitionFeatures
 from .worth import UNKNOWN, Prediction, predict
@@ -27,6 +29,10 @@ MIN_SAVING_US = 0.5
 THREADED_MIN_SPEEDUP = 1.8
 #: Binary ops XNNPACK runs, float32 and int8, in one pass over their operands.
 MEMORY_SPEED_BINARY = frozenset({"ADD", "SUB", "MUL"})
+#: A depthwise convolution is claimed from this many taps (kernel height x width) on: fused,
+#: the 5x5 and 7x7 ones made whole models faster, the 3x3 ones slower though each alone was
+#: faster than XNNPACK's (perf/README.md, "Depthwise convolutions").
+STENCIL_MIN_TAPS = 25
 
 
 @dataclass(frozen=True)
@@ -43,6 +49,13 @@ class ClaimPolicy:
         if self.min_speedup <= 0:
             return None
         x = context.tensor(node.inputs[0])
+        if node.builtin_code in STENCIL_CODES:
+            taps = math.prod(context.tensor(node.inputs[1]).shape[1:3])
+            if taps < STENCIL_MIN_TAPS:
+                return NotClaimed("{} of {} taps left to XNNPACK, faster than fused below {} "
+                                  "(claimed with min_speedup=0)", op_name(node), taps,
+                                  STENCIL_MIN_TAPS)
+            return None
         if node.builtin_code in REDUCTION_CODES and qparams(x) is not None:
             return NotClaimed("{} {} left to XNNPACK, faster than fused (claimed with "
                               "min_speedup=0)", x.type_name.lower(), op_name(node))
@@ -61,7 +74,11 @@ class ClaimPolicy:
         """Why a partition predicted so is left to LiteRT, if it is. A partition that is one
         binary op of two whole tensors XNNPACK runs has nothing to fuse: XNNPACK reads and
         writes it once, at memory speed, as the kernel would (its int8 ADD costs less than the
-        per-channel one the cost model was fitted on)."""
+        per-channel one the cost model was fitted on). The cost model prices elementwise ops,
+        not convolutions: a partition with a depthwise convolution node_reason let through
+        is claimed."""
+        if any(op.name in STENCILS for op in partition.ops):
+            return None
         if self.min_speedup > 0 and len(partition.ops) == 1:
             (op,) = partition.ops
             if op.name.split("/")[0] in MEMORY_SPEED_BINARY and op.inputs == 2:

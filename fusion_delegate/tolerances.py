@@ -8,7 +8,8 @@ row ops' bounds are stated in `reduction_bound`; int8 and uint8 kernels are bit-
 inputs are LiteRT's own intermediates (a reference run with preserve_all_tensors), each with an
 absolute error bound; the op's float64 meaning is evaluated at the inputs moved by their bounds
 in every sign combination and the op's own budget is added. Exact ops on exact inputs get a
-bound of zero: they must match bit for bit, -0.0 and NaN included.
+bound of zero: they must match bit for bit, -0.0 and NaN included. DEPTHWISE_CONV_2D is one:
+its sums are LiteRT's, in its order (`stencil_bound`).
 """
 from __future__ import annotations
 
@@ -18,7 +19,8 @@ from collections.abc import Callable, Iterable
 
 import numpy as np
 
-from codegen.ops import ACTIVATIONS, KERNEL_OPS, OPS, Tolerance
+from codegen.ops import ACTIVATIONS, KERNEL_OPS, OPS, STENCILS, Tolerance
+from codegen.window import PADDINGS, conv_output_shape, window
 
 from .claims import integer_exponent
 from .model import Operator, Subgraph
@@ -249,6 +251,54 @@ def reduction_bound(name: str, x: np.ndarray, e: np.ndarray, y: np.ndarray,
     return np.broadcast_to(bound, y.shape)
 
 
+def stencil_bound(x: np.ndarray, e: np.ndarray, weights: np.ndarray, bias: np.ndarray,
+                  params: dict) -> np.ndarray:
+    """|fused - builtin| allowed for a depthwise convolution whose data is LiteRT's `x` with
+    bound `e` (weights and bias are constants). The fused kernel sums as LiteRT's float kernel
+    does (the bias, then each tap's product in its order, every product and sum rounded): on
+    exact data it is bit-exact, NaN, +-inf and -0.0 included. On inexact data, the error
+    carried through the sum, sum |w| e, plus the two sums' rounding, each within n u of
+    sum |products| + |bias| for n - 1 taps (u = 2^-24): 2 n u (sum |w x| + |b|), the
+    activation's clamp taking nothing; where that sum is not finite, any value."""
+    if not np.any(e):
+        return np.zeros(conv_output_shape(x.shape, weights.shape, params))
+    w = np.abs(weights.astype(np.float64))
+    with np.errstate(all="ignore"):
+        carried = _depthwise(np.where(np.isnan(e), np.inf, e), w, params)
+        magnitude = _depthwise(np.abs(x.astype(np.float64)), w, params) + np.abs(bias)
+        taps = _depthwise(np.ones(x.shape), np.ones_like(w), params) + 1
+        bound = carried + 2 * taps * U * magnitude
+    return np.where(np.isfinite(bound), bound, np.inf)
+
+
+def _depthwise(x: np.ndarray, w: np.ndarray, params: dict) -> np.ndarray:
+    """A depthwise convolution in float64 without bias: each output the sum over its taps
+    inside the input of data x weight (tflite reference_ops::DepthwiseConv)."""
+    _, kh, kw, channels = w.shape
+    geometry = window(x.shape, (kh, kw), params)
+    out = np.zeros(conv_output_shape(x.shape, w.shape, params))
+    rows, columns = np.arange(out.shape[1]), np.arange(out.shape[2])
+    data = np.repeat(x, channels // x.shape[3], axis=3)
+    for ky in range(kh):
+        iy = geometry.first_tap(0, rows) + ky * geometry.dilations[0]
+        for kx in range(kw):
+            ix = geometry.first_tap(1, columns) + kx * geometry.dilations[1]
+            inside = (iy[:, None] >= 0) & (iy[:, None] < x.shape[1]) \
+                & (ix[None, :] >= 0) & (ix[None, :] < x.shape[2])
+            taken = data[:, np.clip(iy, 0, x.shape[1] - 1)][:, :,
+                                                               np.clip(ix, 0, x.shape[2] - 1)]
+            out += np.where(inside[None, :, :, None], taken * w[0, ky, kx], 0.0)
+    return out
+
+
+def window_params(options: dict) -> dict:
+    """A DEPTHWISE_CONV_2D's window params (codegen.window) from its model options."""
+    return {"padding": PADDINGS[int(options.get("padding", 0))],
+            "strides": (int(options.get("stride_h", 1)), int(options.get("stride_w", 1))),
+            "dilations": (int(options.get("dilation_h_factor", 1)),
+                          int(options.get("dilation_w_factor", 1)))}
+
+
 #: LiteRT ops that only move or reshape their first input's elements, in order: its bound
 #: carries over element for element.
 RESHAPES = frozenset({"RESHAPE", "SQUEEZE", "EXPAND_DIMS"})
@@ -304,6 +354,10 @@ def graph_bounds(graph: Subgraph, values: dict[int, np.ndarray], delegated: Iter
                                         for t in inputs], values[out],
                                        node_params(graph, op), precision,
                                        (chains or {}).get(out))
+            elif op.op in STENCILS:
+                x, weights, bias = (values[t] for t in inputs)
+                bounds[out] = stencil_bound(x, np.broadcast_to(bound_of(inputs[0]), x.shape),
+                                            weights, bias, window_params(op.options))
             elif op.op in REDUCE + ROWS:
                 x = values[inputs[0]]
                 bounds[out] = reduction_bound(op.op, x, np.broadcast_to(bound_of(inputs[0]),

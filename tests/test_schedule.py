@@ -7,8 +7,9 @@ import pytest
 
 from conftest import HOST, builtin_interpreter, ir_of, kernel_source, run, same_bits
 from codegen.ir import KernelIR, Op, Value
-from codegen.nests import ElementwiseNest, RowBlockNest, UnrolledRowsNest
+from codegen.nests import ElementwiseNest, RowBlockNest, RowsNest, StencilNest, UnrolledRowsNest
 from codegen.render import TensorTableLayout
+from codegen.window import Window
 from codegen.schedule import (ROW_COPIES_BYTES, ROW_TILE, STREAM_MIN_BYTES, UNROLL_MAX_ELEMENTS,
                               UNROLL_ROWS, plan, vector_block)
 from fusion_delegate import FusionDelegate
@@ -345,3 +346,52 @@ def test_the_plan_decides_threads_stack_memory_and_the_fast_loop():
     fast = plan(gated(3, threads=1), HOST).fast
     assert fast is not None and (fast.dropped, fast.checked) == (3, (12,))
     assert [nest.threads for nest in plan(gated(3, threads=1), HOST).nests] == [1, 1]
+
+
+def depthwise_ir(readers: list[tuple[str, tuple[int, ...], int]], outputs: tuple[int, ...],
+                 extra: dict[int, tuple[int, ...]] | None = None) -> KernelIR:
+    """x [1, 20, 20, 24] -> DEPTHWISE_CONV_2D 7x7 SAME (t3), then `readers` (op, inputs,
+    output) over [1, 20, 20, 24] unless `extra` gives an output's shape; t4 is a [24] gate."""
+    shape = (1, 20, 20, 24)
+    shapes = {0: shape, 1: (1, 7, 7, 24), 2: (24,), 3: shape, 4: (24,),
+              **{out: shape for _, _, out in readers}, **(extra or {})}
+    conv = Op(0, "DEPTHWISE_CONV_2D", (0, 1, 2), 3, (
+        ("activation", 0), ("dilations", (1, 1)), ("padding", "same"), ("strides", (1, 1))))
+    params = {"ADD": (("activation", 0),), "MUL": (("activation", 0),),
+              "MEAN": (("axes", (3,)), ("keep_dims", True))}
+    ops = (conv, *(Op(n, op, ins, out, params.get(op, ()))
+                   for n, (op, ins, out) in enumerate(readers, 1)))
+    return KernelIR(0, tuple(Value(t, f"t{t}", s) for t, s in sorted(shapes.items())), ops,
+                    (0, 1, 2, 4), outputs)
+
+
+def test_a_depthwise_convolution_and_the_chain_it_feeds_are_one_stencil_nest():
+    """The residual ADD, a per-channel gate and RELU6 run on each sum before it is stored;
+    nothing but the chain's end goes to memory."""
+    ir = depthwise_ir([("ADD", (3, 0), 5), ("MUL", (5, 4), 6), ("RELU6", (6,), 7)], (7,))
+    schedule = plan(ir, HOST)
+    (nest,) = schedule.nests
+    assert isinstance(nest, StencilNest) and schedule.buffers == ()
+    assert [op.op for op in nest.ops] == ["DEPTHWISE_CONV_2D", "ADD", "MUL", "RELU6"]
+    assert nest.conv is nest.ops[0] and nest.epilogue == nest.ops[1:]
+    assert nest.writes == (7,) and set(nest.reads) == {0, 1, 2, 4}
+    assert nest.window == Window(kernel=(7, 7), strides=(1, 1), dilations=(1, 1),
+                                 padding=(3, 3))
+    assert nest.depth_multiplier == 1 and 24 % nest.channels == 0
+    first, end = nest.interior            # whole tiles of columns whose windows are inside
+    assert first >= 3 and end <= 17 and first % nest.pixels == 0
+    assert (end - first) % nest.pixels == 0 and end - first >= 17 - 3 - 2 * nest.pixels
+    assert nest.loops.broadcast[4] == (False, True, True, False)     # the gate: per channel
+
+
+def test_what_else_reads_the_convolution_runs_after_its_nest_from_memory():
+    """A LayerNorm's MEAN reads the sums: they are stored, and its rows nest runs after the
+    stencil nest; an op reading the MEAN's result too joins no epilogue."""
+    ir = depthwise_ir([("RELU", (3,), 5), ("MEAN", (5,), 6), ("SUB", (5, 6), 7)], (7,),
+                      extra={6: (1, 20, 20, 1)})
+    schedule = plan(ir, HOST)
+    stencil, rows = schedule.nests
+    assert isinstance(stencil, StencilNest) and isinstance(rows, RowsNest)
+    assert [op.op for op in stencil.ops] == ["DEPTHWISE_CONV_2D", "RELU"]
+    assert stencil.writes == (5,) and schedule.buffers == ((5, 20 * 20 * 24),)
+    assert [op.op for op in rows.ops] == ["MEAN", "SUB"] and 5 in rows.reads

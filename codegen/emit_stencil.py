@@ -1,0 +1,231 @@
+"""Writing a stencil nest (codegen.nests.StencilNest): a depthwise convolution and its epilogue.
+
+The loops are those of a hand-written depthwise convolution over NHWC data: output rows, the
+tiles of a row, the taps, the channels innermost. Each sum starts at the bias and adds the
+taps' products row by row, as LiteRT's float kernel does (bias first, then
+`acc += input * weight` for each tap inside the input, product and sum each rounded), so the
+sums are LiteRT's bit for bit; the epilogue then runs on each sum while it is in a register.
+
+Per row of taps, `data_row` and `weight_row` are the data and weights from the tile's first
+tap inside the input and its block's first channel: indexed from there, every index is one LLVM
+sees is not negative (numba wraps negative indices around, which keeps LLVM from vectorising
+the channels).
+"""
+from __future__ import annotations
+
+import textwrap
+
+from .emit import NestNames, count_misses, nest_comment, op_expression, outer_loop, value_literal
+from .fastpath import FastPath
+from .ir import KernelIR
+from .nests import StencilNest
+from .writer import INDENT, LINE_LIMIT, assignment
+
+
+def stencil_nest(ir: KernelIR, names: dict[int, str], nest: StencilNest, number: int,
+                 local: NestNames, fast: FastPath | None) -> list[str]:
+    """The output rows (with threads, parts of them); in each, the tiles before the interior,
+    the interior's loop of tiles, the tiles after it (the nest's docstring)."""
+    n, rows = nest.domain[:2]
+    acc = local.accumulators[nest.conv.output]
+    setup = [f"{acc} = stack_empty({nest.pixels * nest.channels}, np.float32)"]
+    lines, depth = outer_loop(nest, *nest.levels[0], setup if nest.threads > 1 else ())
+    if n > 1:
+        lines.append(f"{INDENT * depth}for oy in range({rows}):")
+        depth += 1
+    tile = _Tile(ir, names, nest, acc, fast, depth + 1)
+    first, end = nest.interior
+    body = [*_row_taps(ir, nest), *(line for start in range(0, first, nest.pixels)
+                                    for line in tile.edge(start, min(first, start + nest.pixels))),
+            *tile.interior(),
+            *(line for start in range(end, nest.domain[2], nest.pixels)
+              for line in tile.edge(start, min(nest.domain[2], start + nest.pixels)))]
+    return [*nest_comment(names, nest, number), *_window_comment(nest),
+            *lines, *(INDENT * depth + line for line in body)]
+
+
+def _window_comment(nest: StencilNest) -> list[str]:
+    (kh, kw), (sh, sw), (dh, dw), (top, left) = (nest.window.kernel, nest.window.strides,
+                                                  nest.window.dilations, nest.window.padding)
+    text = (f"{kh}x{kw} taps, stride {sh}x{sw}, dilation {dh}x{dw}, from {top} rows above and "
+            f"{left} columns left of the output pixel, in tiles of {nest.pixels} pixels x "
+            f"{nest.channels} channels")
+    return ["# " + line for line in textwrap.wrap(text, LINE_LIMIT - 2 - len(INDENT))]
+
+
+def _row_taps(ir: KernelIR, nest: StencilNest) -> list[str]:
+    """The input row of the window's first tap, `iy`, and unless every window lies inside the
+    input's rows, the taps [ky0, ky1) inside them."""
+    height = ir.value(nest.conv.inputs[0]).shape[1]
+    kernel, dilation = nest.window.kernel[0], nest.window.dilations[0]
+    first = f"iy = {_affine('oy', nest.window.strides[0], -nest.window.padding[0])}"
+    if not _rows_clamped(ir, nest):
+        return [first]
+    if dilation == 1:
+        return [first, "ky0 = max(0, -iy)", f"ky1 = min({kernel}, {height} - iy)"]
+    return [first, f"ky0 = max(0, ({dilation - 1} - iy) // {dilation})",
+            f"ky1 = min({kernel}, ({height + dilation - 1} - iy) // {dilation})"]
+
+
+def _rows_clamped(ir: KernelIR, nest: StencilNest) -> bool:
+    """Whether some window leaves the input's rows."""
+    height = ir.value(nest.conv.inputs[0]).shape[1]
+    return nest.window.inside(0, height, nest.domain[1]) != (0, nest.domain[1])
+
+
+class _Tile:
+    """The text of a row's tiles: sums from the bias, the taps, the epilogue."""
+
+    def __init__(self, ir: KernelIR, names: dict[int, str], nest: StencilNest, acc: str,
+                 fast: FastPath | None, depth: int) -> None:
+        self.ir, self.names, self.nest, self.acc, self.fast = ir, names, nest, acc, fast
+        self.indent = depth           # of a tile's first line in the kernel's module
+        self.batch, self.height, self.width, self.in_channels = ir.value(nest.conv.inputs[0]).shape
+        self.channels = nest.domain[3]
+        self.blocked = nest.channels < self.channels
+        self.weights = ir.value(nest.conv.inputs[1])
+
+    def interior(self) -> list[str]:
+        """The loop over the interior's tiles: every tap inside the row, the taps along it a
+        loop LLVM unrolls (loading each input vector once for the tile's pixels)."""
+        first, end = self.nest.interior
+        if end == first:
+            return []
+        nest, pixels = self.nest, self.nest.pixels
+        step = nest.window.dilations[1] * self.in_channels
+        stride = nest.window.strides[1] * self.in_channels
+        taps = [f"{self._sum(p)} += data_row[kx * {step}{f' + {p * stride}' * bool(p)} + "
+                f"{self._input_channel()}] * weight" for p in range(pixels)]
+        weight = (value_literal(self.weights) if self.weights.literal is not None
+                  else f"weight_row[kx * {self.channels} + ch]")
+        loop = [f"for kx in range({nest.window.kernel[1]}):",
+                f"{INDENT}for ch in range({nest.channels}):",
+                f"{INDENT * 2}weight = {weight}", *(INDENT * 2 + t for t in taps)]
+        return [f"# Columns {first} to {end - 1}, {pixels} at a time: every tap inside the input",
+                f"for ox in range({first}, {end}, {pixels}):",
+                f"{INDENT}ix = {_affine('ox', nest.window.strides[1], -nest.window.padding[1])}",
+                *(INDENT + line for line in self._body("ox", pixels, "ix", loop, 1))]
+
+    def edge(self, start: int, end: int) -> list[str]:
+        """The tile of columns [start, end) before or after the interior: its geometry is
+        known, so each tap inside the input is written out."""
+        nest = self.nest
+        (_, kw), (_, sw), (_, dw) = nest.window.kernel, nest.window.strides, nest.window.dilations
+        first_column = start * sw - nest.window.padding[1]
+        base = max(0, first_column)
+        taps = []
+        for kx in range(kw):
+            for p in range(end - start):
+                column = first_column + p * sw + kx * dw
+                if 0 <= column < self.width:
+                    data = (column - base) * self.in_channels
+                    weight = (value_literal(self.weights) if self.weights.literal is not None
+                              else f"weight_row[{f'{kx * self.channels} + ' * bool(kx)}ch]")
+                    taps.append(f"{self._sum(p)} += data_row[{f'{data} + ' * bool(data)}"
+                                f"{self._input_channel()}] * {weight}")
+        loop = [f"for ch in range({nest.channels}):", *(INDENT + t for t in taps)] if taps \
+            else []
+        what = f"Column {start}" if end - start == 1 else f"Columns {start} to {end - 1}"
+        return [f"# {what}: each tap inside the input written out",
+                *self._body(str(start), end - start, str(base), loop, 0)]
+
+    def _body(self, ox: str, pixels: int, column: str, taps: list[str], depth: int) -> list[str]:
+        """A tile of `pixels` columns from `ox`: its sums from the bias, per row of taps
+        `data_row` from input column `column` and `weight_row`, then `taps`, then the
+        epilogue, all once per block of channels. (`depth`: its indents within the tile.)
+        The bias and the epilogue loop over the pixels inside the channels: so LLVM
+        vectorises the channel loop whatever the block's length (with the pixels outside,
+        it unrolled a block of 24 before vectorising it, and left the clamps scalar)."""
+        nest, block = self.nest, self.nest.channels
+        channel = "cb + ch" if self.blocked else "ch"
+        pixel = ox if pixels == 1 else "px" if ox == "0" else f"{ox} + px"
+        sum_at = f"{self.acc}[ch]" if pixels == 1 else f"{self.acc}[px * {block} + ch]"
+        bias = self._array(nest.conv.inputs[2], channel)
+        per_pixel = [] if pixels == 1 else [f"{INDENT}for px in range({pixels}):"]
+        indent = INDENT * len(per_pixel)
+        lines = [f"for ch in range({block}):", *per_pixel, f"{indent}{INDENT}{sum_at} = {bias}"]
+        if taps:
+            lines += self._tap_rows(column, taps)
+        epilogue = self._epilogue(pixel, channel, sum_at,
+                                  self.indent + depth + 1 + self.blocked + len(per_pixel))
+        lines += [f"for ch in range({block}):", *per_pixel,
+                  *(indent + INDENT + line for line in epilogue)]
+        if not self.blocked:
+            return lines
+        return [f"for cb in range(0, {self.channels}, {block}):", *(INDENT + x for x in lines)]
+
+    def _tap_rows(self, column: str, taps: list[str]) -> list[str]:
+        """The rows of taps inside the input (LiteRT's order: rows, then columns), each with
+        its `data_row` and `weight_row`."""
+        nest = self.nest
+        (kh, kw), dh = nest.window.kernel, nest.window.dilations[0]
+        row = f"{f'n * {self.height} + ' if self.batch > 1 else ''}iy + {_scaled('ky', dh)}"
+        start = (f"({row}) * {self.width * self.in_channels}" if column == "0" else
+                 f"(({row}) * {self.width} + {column}) * {self.in_channels}")
+        if self.blocked:
+            multiplier = nest.depth_multiplier
+            start += " + cb" if multiplier == 1 else f" + cb // {multiplier}"
+        data = self.names[nest.conv.inputs[0]]
+        lines = [f"for ky in range({'ky0, ky1' if _rows_clamped(self.ir, nest) else kh}):",
+                 f"{INDENT}data_row = {data}[{start}:]"]
+        if self.weights.literal is None:
+            lines.append(f"{INDENT}weight_row = {self.names[self.weights.tensor]}"
+                         f"[ky * {kw * self.channels}{' + cb' * self.blocked}:]")
+        return [*lines, *(INDENT + line for line in taps)]
+
+    def _sum(self, pixel: int) -> str:
+        return f"{self.acc}[{pixel * self.nest.channels} + ch]" if pixel else f"{self.acc}[ch]"
+
+    def _input_channel(self) -> str:
+        """The input channel of output channel `ch` (of the block): ch // depth_multiplier."""
+        multiplier = self.nest.depth_multiplier
+        return "ch" if multiplier == 1 else f"ch // {multiplier}"
+
+    def _array(self, tensor: int, index: str) -> str:
+        """`tensor[index]`, or its value where it is a one-element constant."""
+        value = self.ir.value(tensor)
+        return value_literal(value) if value.literal is not None \
+            else f"{self.names[tensor]}[{index}]"
+
+    def _epilogue(self, pixel: str, channel: str, acc: str, depth: int) -> list[str]:
+        """The convolution's activation on the sum `acc` and the epilogue, at output column
+        `pixel` and channel `channel`: each value stored where a later nest or the partition
+        reads it, else a temporary; with `fast`, the fast loop's forms and checks."""
+        ir, names, nest, fast = self.ir, self.names, self.nest, self.fast
+        width = LINE_LIMIT - len(INDENT) * depth
+        exprs = {v.tensor: value_literal(v) for v in ir.values if v.literal is not None}
+        exprs |= {t: _element(names, nest, t, pixel, channel) for t in nest.loops.broadcast
+                  if t not in nest.writes}
+        lines, misses = [], []
+        for op in nest.ops:
+            args = [acc] if op is nest.conv else [exprs[t] for t in op.inputs]
+            target = (_element(names, nest, op.output, pixel, channel)
+                      if op.output in nest.writes else names[op.output])
+            lines += assignment(target, op_expression(ir, names, op, args, bool(fast)), width)
+            if fast and op.output in fast.checked:
+                misses.append(f"magnitude({target})")
+            exprs[op.output] = target
+        return lines + count_misses(misses, width)
+
+
+def _element(names: dict[int, str], nest: StencilNest, tensor: int, pixel: str,
+             channel: str) -> str:
+    """An epilogue operand's or output's element at output row `oy` (image `n`), column
+    `pixel`, channel `channel`."""
+    variables = ("n", "oy", pixel, channel)
+    terms = []
+    for d, stride in nest.loops.strides(tensor):
+        if nest.domain[d] > 1:
+            term = f"({variables[d]})" if " " in variables[d] and stride > 1 else variables[d]
+            terms.append(term if stride == 1 else f"{term} * {stride}")
+    return f"{names[tensor]}[{' + '.join(terms) or '0'}]"
+
+
+def _affine(variable: str, scale: int, offset: int) -> str:
+    """`variable * scale + offset`, without a scale of 1 or an offset of 0."""
+    text = _scaled(variable, scale)
+    return text if not offset else f"{text} - {-offset}" if offset < 0 else f"{text} + {offset}"
+
+
+def _scaled(variable: str, scale: int) -> str:
+    return variable if scale == 1 else f"{variable} * {scale}"

@@ -1,0 +1,94 @@
+"""Planning a stencil nest: which ops join a depthwise convolution's epilogue, and its tiles.
+
+A scheduler query over the IR (codegen.schedule asks it); it imports no numba.
+
+The epilogue: the elementwise float32 ops after the convolution, over its output shape, that
+read its values (the convolution's or an earlier epilogue op's) and otherwise only values
+complete before the convolution's nest runs (partition inputs, constants, values of earlier
+phases): they run on each sum while it is in a register, and only the values something else
+reads are stored.
+
+The tiles (Halide's and TVM's schedule for a depthwise convolution): output pixels along a row
+times a block of channels, channels innermost, so LLVM keeps the tile's sums in vector
+registers across the taps and, unrolling the taps along the row, loads each input vector once
+for every pixel of the tile that reads it. A block's channels divide C, so every block is the
+same loop, and C need not be a multiple of the vector width. What LLVM makes of the loops was
+measured (perf/stencil.py; tune with its shapes): blocks of whole vectors, 2 or 3 of them, do
+best; blocks of one vector, or of a part of a vector beside whole ones, ran up to 4x slower
+(LLVM unrolls a short channel loop before it vectorises, and leaves it scalar), except where
+the block is all of a C of up to BLOCK_MAX_VECTORS vectors; a tile of about TILE_SUMS of the
+target's vector registers of sums did best (the others hold inputs and weights).
+"""
+from __future__ import annotations
+
+from .ir import KernelIR, Op
+from .nests import LoopNest, StencilNest
+from .ops import CHAIN_OPS, OPS
+from .target import Target
+from .window import window
+
+#: Output pixels a tile takes along its row, at most.
+PIXELS = 8
+#: Vectors of channels a block holds: at most BLOCK_VECTORS of whole vectors, or all of C up to
+#: BLOCK_MAX_VECTORS vectors where no such block divides C.
+BLOCK_VECTORS = 3
+BLOCK_MAX_VECTORS = 6
+#: The share of the target's vector registers a tile's sums take, about.
+TILE_SUMS = 3 / 8
+
+
+def joins_epilogue(ir: KernelIR, op: Op, conv: Op) -> bool:
+    """Whether `op` may run in `conv`'s epilogue, given that it reads one of its values: an
+    elementwise float32 op over the convolution's output shape (its other operands are the
+    caller's to check)."""
+    elementwise = op.op in OPS or op.op in CHAIN_OPS
+    return (elementwise and ir.value(op.output).shape == ir.value(conv.output).shape
+            and all(ir.value(t).dtype == "float32" for t in (*op.inputs, op.output)))
+
+
+def stencil_nest(ir: KernelIR, ops: tuple[Op, ...], writes: tuple[int, ...],
+                 target: Target) -> StencilNest:
+    """The nest of a convolution `ops[0]` and its epilogue `ops[1:]`, storing `writes`."""
+    conv = ops[0]
+    data, weights, _ = (ir.value(t) for t in conv.inputs)
+    domain = ir.value(conv.output).shape
+    channels = domain[3]
+    computed = {op.output for op in ops}
+    operands = tuple(dict.fromkeys(t for op in ops[1:] for t in op.inputs
+                                   if t not in computed and ir.value(t).literal is None))
+    reads = tuple(dict.fromkeys([t for t in conv.inputs if ir.value(t).literal is None]
+                                + list(operands)))
+    geometry = window(data.shape, weights.shape[1:3], dict(conv.params))
+    multiplier = channels // data.shape[3]
+    block = _channel_block(channels, multiplier, target.lanes)
+    sums = int(target.vector_registers * TILE_SUMS)
+    pixels = max(1, min(PIXELS, sums // -(-block // target.lanes)))
+    first, end = geometry.inside(1, data.shape[2], domain[2])
+    first = min(domain[2], -(-first // pixels) * pixels)      # whole tiles before it
+    end = first + max(0, end - first) // pixels * pixels
+    return StencilNest(
+        domain=domain, ops=ops,
+        loops=LoopNest(domain, {t: _broadcast(ir.value(t).shape, domain)
+                                for t in (*operands, *writes)}),
+        reads=reads, writes=writes, window=geometry,
+        depth_multiplier=multiplier, pixels=pixels, channels=block,
+        interior=(first, end))
+
+
+def _channel_block(channels: int, multiplier: int, lanes: int) -> int:
+    """The channels of a block: whole input channels (a multiple of the depth multiplier) and
+    a divisor of C; the largest of 2 to BLOCK_VECTORS whole vectors, else all of C up to
+    BLOCK_MAX_VECTORS vectors, else the largest up to BLOCK_VECTORS vectors."""
+    divisors = [d for d in range(multiplier, channels + 1, multiplier) if channels % d == 0]
+    whole = [d for d in divisors if d % lanes == 0 and 2 * lanes <= d <= BLOCK_VECTORS * lanes]
+    if whole:
+        return max(whole)
+    if channels <= BLOCK_MAX_VECTORS * lanes:
+        return channels
+    return max((d for d in divisors if d <= BLOCK_VECTORS * lanes), default=channels)
+
+
+def _broadcast(shape: tuple[int, ...], domain: tuple[int, ...]) -> tuple[bool, ...]:
+    """Per dim of the domain, whether a tensor of `shape` is broadcast along it."""
+    aligned = (1,) * (len(domain) - len(shape)) + tuple(shape)
+    return tuple(a == 1 and d != 1 for a, d in zip(aligned, domain))

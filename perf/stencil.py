@@ -1,0 +1,86 @@
+"""Depthwise convolutions fused against LiteRT's default path: `python perf/stencil.py`.
+
+One model per case, built with ModelBuilder: a float32 DEPTHWISE_CONV_2D (SAME, bias, no
+activation) and, with `+chain`, an ADD of the conv's input (a residual) and a HARD_SWISH after
+it. Each is timed under LiteRT's default path (XNNPACK, perf.models.interpreter) and with
+`FusionDelegate(min_speedup=0)`, which claims it whatever the policy says, in interleaved rounds
+(perf/timing.py), one thread; the ratio is LiteRT's median over the delegate's (the claim
+policy's rule, policy.py, comes from these).
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))  # `python perf/stencil.py` from anywhere
+
+import numpy as np  # noqa: E402
+
+from codegen.window import conv_output_shape  # noqa: E402
+from fusion_delegate import FusionDelegate  # noqa: E402
+from fusion_delegate.model import ModelBuilder  # noqa: E402
+from perf.models import interpreter  # noqa: E402
+from perf.timing import interleaved  # noqa: E402
+
+#: (input shape, kernel size, stride): the corpus's shapes (convnext_small's are its own).
+CASES = [((1, 56, 56, 32), 7, 1), ((1, 28, 28, 64), 7, 1), ((1, 14, 14, 128), 7, 1),
+         ((1, 32, 32, 24), 7, 1), ((1, 16, 16, 48), 7, 1), ((1, 8, 8, 96), 7, 1),
+         ((1, 56, 56, 48), 3, 1), ((1, 56, 56, 48), 3, 2), ((1, 28, 28, 96), 3, 1),
+         ((1, 56, 56, 48), 5, 1), ((1, 28, 28, 96), 5, 1), ((1, 28, 28, 96), 5, 2),
+         ((1, 14, 14, 240), 5, 1), ((1, 112, 112, 32), 3, 1), ((1, 112, 112, 16), 3, 2),
+         ((1, 28, 28, 72), 3, 1), ((1, 28, 28, 88), 3, 1), ((1, 14, 14, 120), 5, 1),
+         ((1, 14, 14, 576), 5, 1), ((1, 7, 7, 1152), 5, 1)]
+
+
+def conv_model(shape: tuple[int, ...], kernel: int, stride: int, chain: bool) -> bytes:
+    """DEPTHWISE_CONV_2D over `shape`, maybe with a residual ADD and a HARD_SWISH after it."""
+    rng = np.random.default_rng(0)
+    channels = shape[3]
+    b = ModelBuilder()
+    x = b.input("x", shape)
+    weights = b.const("weights", rng.standard_normal((1, kernel, kernel, channels))
+                      .astype(np.float32) * 0.1)
+    bias = b.const("bias", rng.standard_normal(channels).astype(np.float32))
+    out = conv_output_shape(shape, (1, kernel, kernel, channels),
+                            {"padding": "same", "strides": (stride, stride),
+                             "dilations": (1, 1)})
+    y = b.op("DEPTHWISE_CONV_2D", [x, weights, bias],
+             {"padding": 0, "stride_w": stride, "stride_h": stride, "depth_multiplier": 1,
+              "fused_activation_function": 0, "dilation_w_factor": 1,
+              "dilation_h_factor": 1}, shape=out, name="conv")
+    if chain and stride == 1:
+        y = b.op("HARD_SWISH", [b.op("ADD", [y, x], {"fused_activation_function": 0})])
+    b.output(y)
+    return b.to_bytes()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rounds", type=int, default=31)
+    parser.add_argument("--chain", action="store_true", help="also the +chain models")
+    args = parser.parse_args()
+    print(f"{'case':<32} {'litert_us':>10} {'fused_us':>10} {'ratio':>7}")
+    for shape, kernel, stride in CASES:
+        for chain in (False, True) if args.chain else (False,):
+            if chain and stride != 1:
+                continue
+            model = conv_model(shape, kernel, stride, chain)
+            litert = interpreter(model, 1)
+            delegate = FusionDelegate(min_speedup=0.0)
+            fused = interpreter(model, 1, delegate)
+            assert delegate.kernels, f"not claimed: {delegate.claims}"
+            x = np.random.default_rng(1).standard_normal(shape).astype(np.float32)
+            for it in (litert, fused):
+                it.set_tensor(it.get_input_details()[0]["index"], x)
+            times = interleaved({"litert": litert.invoke, "fused": fused.invoke},
+                                args.rounds, 0.02)
+            a, b = times["litert"].median * 1e6, times["fused"].median * 1e6
+            name = f"{list(shape)} {kernel}x{kernel} s{stride}{' +chain' * chain}"
+            print(f"{name:<32} {a:>10.1f} {b:>10.1f} {a / b:>6.2f}x", flush=True)
+
+
+if __name__ == "__main__":
+    main()
