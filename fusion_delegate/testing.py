@@ -30,8 +30,8 @@ from .model import Model, read_model
 from .options import FusionOptions
 from .tools.runner import RESOLVER_LABELS
 
-__all__ = ["EDGE_VALUES", "NotCheckable", "assert_equivalent", "checker", "input_specs",
-           "partition_edits", "tensor_inputs"]
+__all__ = ["EDGE_VALUES", "NotCheckable", "assert_equivalent", "checker", "edge_probes",
+           "input_specs", "partition_edits", "plain", "tensor_inputs"]
 
 FLT_MAX = float(np.finfo(np.float32).max)
 #: Float values where kernels take other paths: NaN, infinities, signed zeros, subnormals, the
@@ -115,8 +115,6 @@ def _array(draw, spec: InputSpec, seeds: Sequence[np.ndarray]) -> np.ndarray:
     elif integer and kind == "steps":         # every code, from a drawn one on
         codes = np.arange(int(info.min), int(info.max) + 1)
         data = np.resize(np.roll(codes, -draw(st.integers(0, codes.size - 1))), spec.size)
-    elif integer:
-        data = rng.integers(int(info.min), int(info.max) + 1, spec.size)
     elif kind == "steps" and spec.steps:      # on a quantization step, half-way, or next to
         scale, zero = draw(st.sampled_from(spec.steps))
         codes = rng.integers(-128, 256, spec.size) - zero
@@ -125,7 +123,7 @@ def _array(draw, spec: InputSpec, seeds: Sequence[np.ndarray]) -> np.ndarray:
         if draw(st.booleans()):
             data = np.nextafter(data, np.float32(np.inf) * draw(st.sampled_from([1, -1])))
     else:
-        data = rng.standard_normal(spec.size) * draw(st.sampled_from(SCALES))
+        data = plain(spec, rng, draw(st.sampled_from(SCALES)))
     data = np.asarray(data).astype(spec.dtype)
     if spec.size:
         tail = st.integers(max(0, spec.size - TAIL), spec.size - 1)
@@ -133,6 +131,14 @@ def _array(draw, spec: InputSpec, seeds: Sequence[np.ndarray]) -> np.ndarray:
         for _ in range(draw(st.integers(0, min(MAX_EDITS, spec.size)))):
             data[draw(positions)] = draw(values)
     return data.reshape(spec.shape)
+
+
+def plain(spec: InputSpec, rng: np.random.Generator, scale: float = 1.0) -> np.ndarray:
+    """Ordinary data: any integer code, or normal floats of magnitude `scale`."""
+    if spec.dtype.kind in "iu":
+        info = np.iinfo(spec.dtype)
+        return rng.integers(int(info.min), int(info.max) + 1, spec.size).astype(spec.dtype)
+    return (rng.standard_normal(spec.size) * scale).astype(spec.dtype)
 
 
 def tensor_inputs(model, seeds: Sequence[Sequence[np.ndarray]] = ()
@@ -171,6 +177,30 @@ def partition_edits(check: Checker) -> st.SearchStrategy[dict[int, Edits]]:
         if choices:
             by_partition[p.number] = st.lists(st.one_of(*choices), max_size=MAX_EDITS)
     return st.fixed_dictionaries(by_partition)
+
+
+#: What the probes put where an op's operands meet: the values whose result's sign or class
+#: a wrong kernel gets wrong (x + y is -0.0 only when both are; inf - inf is NaN).
+PROBE_VALUES = (-0.0, 0.0, np.nan, np.inf, -np.inf, FLT_MAX, -FLT_MAX, 1e-40, -1e-40)
+
+
+def edge_probes(check: Checker, inputs: list[np.ndarray]
+                ) -> list[tuple[list[np.ndarray], dict[int, Edits]]]:
+    """Fixed (inputs, edits) tried before any random search: per probe value, every float
+    model input filled with it, and each delegated partition fed `inputs`' values with that
+    value at the first and last element of every float input at once. Hitting one value at
+    the same element of two operands is rare for random edits; these make it certain."""
+    probes = []
+    for value in PROBE_VALUES:
+        probes.append(([np.full_like(a, value) if a.dtype.kind == "f" else a for a in inputs],
+                       {}))
+        edits = {}
+        for p in check.partitions:
+            floats = [k for k, t in enumerate(p.graph.inputs)
+                      if np.dtype(p.graph.tensors[t].dtype).kind == "f"]
+            edits[p.number] = [(k, index, value) for k in floats for index in (0, -1)]
+        probes.append((inputs, edits))
+    return probes
 
 
 def interpreter_specs(interpreter) -> list[InputSpec]:

@@ -32,6 +32,13 @@ def mul_add_model() -> bytes:
     return b.to_bytes()
 
 
+def add_model() -> bytes:
+    """x + y: -0.0 only where both are -0.0."""
+    b = ModelBuilder("add")
+    b.output(b.op("ADD", [b.input("x", (3, 37)), b.input("y", (3, 37))], NONE))
+    return b.to_bytes()
+
+
 def unrunnable_model() -> bytes:
     """An ADD of shapes that do not broadcast: LiteRT itself refuses to prepare it."""
     b = ModelBuilder("unrunnable")
@@ -56,8 +63,9 @@ def dynamic_shape_model() -> bytes:
 @pytest.fixture(scope="module")
 def models(tmp_path_factory) -> Path:
     root = tmp_path_factory.mktemp("check")
-    for name, make in (("mul_add", mul_add_model), ("demo", build_demo_model),
-                       ("qdemo", build_quantized_demo_model), ("unrunnable", unrunnable_model),
+    for name, make in (("mul_add", mul_add_model), ("add", add_model),
+                       ("demo", build_demo_model), ("qdemo", build_quantized_demo_model),
+                       ("unrunnable", unrunnable_model),
                        ("bool", bool_input_model), ("dynamic", dynamic_shape_model)):
         (root / f"{name}.tflite").write_bytes(make())
     np.savez(root / "wrong_shape.npz", x=np.zeros((3, 36), np.float32),
@@ -98,6 +106,16 @@ def test_check_finds_an_injected_fault_names_the_partition_and_saves_the_input(m
                      "--tolerance", "0", fault=fault)
         assert replay.returncode == 1 and f"inputs from {failing}" in replay.stdout
         assert "FAIL" in replay.stdout.splitlines()[-1]
+
+
+def test_check_probes_the_same_element_of_both_operands_before_searching(models):
+    """x + y loses a zero's sign only at an element where both are -0.0: the probes put it
+    there, so one random example is enough."""
+    result = cli(models, "check", "add.tflite", "--seconds", SECONDS, "--max-examples", "1",
+                 "--save-failing", str(models / "negzero_add.npz"), fault="negzero:ADD")
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert re.search(r"searched \d+ inputs", result.stdout)
+    assert result.stdout.splitlines()[-1] == "check: MISMATCH"
 
 
 # --- and passes on correct ones ----------------------------------------------------------------

@@ -1,7 +1,8 @@
 """`check MODEL`: search for inputs on which the delegate and LiteRT differ beyond the
 documented tolerances, with hypothesis (fusion_delegate.testing's strategies, `target()` on the
 error in ulps or LSBs, shrinking), within a budget. Inputs you give (`--inputs data.npz`) are
-tried first and seed the search. Prints a verdict per output and per delegated partition (fed
+tried first and seed the search; then fixed probes (edge values filling the inputs, and at the
+same elements of every partition's operands). Prints a verdict per output and per delegated partition (fed
 LiteRT's values at its inputs); on a mismatch, names the partition responsible and saves the
 failing input, which `fusion-delegate diff MODEL --inputs PATH` replays.
 
@@ -85,13 +86,16 @@ class OutOfBudget(BaseException):
 
 def search(checker: Checker, model: bytes, seeds: list[list[np.ndarray]], state: Search,
            max_examples: int) -> None:
-    """Given inputs first, then hypothesis until a mismatch is shrunk or the budget is spent."""
+    """Given inputs first, then the edge probes, then hypothesis until a mismatch is shrunk or
+    the budget is spent."""
     from hypothesis import HealthCheck, Phase, Verbosity, given, settings, target
     from hypothesis.errors import HypothesisException
 
-    from ..testing import partition_edits, tensor_inputs
-    for inputs in seeds:
-        state.record(checker.compare(inputs))
+    from ..testing import edge_probes, input_specs, partition_edits, plain, tensor_inputs
+    base = seeds[0] if seeds else [plain(spec, np.random.default_rng(0)).reshape(spec.shape)
+                                   for spec in input_specs(model)]
+    for inputs, edits in [(inputs, {}) for inputs in seeds] + edge_probes(checker, base):
+        state.record(checker.compare(inputs, edits))
         if state.failing:
             return
 
