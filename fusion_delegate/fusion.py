@@ -239,6 +239,7 @@ def partition_ir(context: Context, nodes: list[FusedNode], partition: Partition,
         elif node.op in STENCILS:
             shapes[node.output] = conv_output_shape(shapes[node.inputs[0]],
                                                     shapes[node.inputs[1]], params)
+            nodes[position] = _filter_scales(context, node)
         else:
             shapes[node.output] = broadcast_shapes(*(shapes[t] for t in node.inputs))
     infos = {t: context.tensor(t) for t in shapes}
@@ -262,6 +263,16 @@ def _reduction(context: Context, node: FusedNode, shapes: dict) -> FusedNode:
         return node
     axes = reduction_axes(context.view(params.pop("axis_tensor")), len(shapes[node.inputs[0]]))
     return replace(node, params=(("axes", axes), ("keep_dims", bool(params["keep_dims"]))))
+
+
+def _filter_scales(context: Context, node: FusedNode) -> FusedNode:
+    """An int8 convolution with its filter's scales (`filter_scales`: one, or one per output
+    channel), which its Prepare reads (codegen.quant_conv)."""
+    if qparams(context.tensor(node.inputs[0])) is None:
+        return node
+    scales = context.affine_quantization(node.inputs[1])[0]
+    return replace(node, params=tuple(sorted({**dict(node.params),
+                                              "filter_scales": scales}.items())))
 
 
 def _params(node: FusedNode, shapes: dict, literals: dict) -> tuple:
