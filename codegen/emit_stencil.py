@@ -266,13 +266,21 @@ def requantized(names: dict[int, str], op: Op, acc: str, channel: str) -> str:
     """The output code of the int8 sum `acc` at output channel `channel`: LiteRT's
     optimized_ops::Quantize, MultiplyByQuantizedMultiplier4Rows on the channels of its NEON
     blocks, MultiplyByQuantizedMultiplier on the rest, + the output zero point, clamped to
-    the activation's range."""
+    the activation's range; in int32 lanes where the sums allow (`int32_lanes`)."""
     requantize = dict(op.params)["requantize"]
     if requantize.uniform:
         multiplier, shift = requantize.multipliers[0], requantize.shifts[0]
     else:
         multipliers, shifts = requantize_names(names, op)
         multiplier, shift = f"{multipliers}[{channel}]", f"{shifts}[{channel}]"
+    offset = requantize.output_zero_point
+    if requantize.int32_lanes:
+        exponent = -shift if isinstance(shift, int) else f"-{shift}"
+        ties_away = (int(requantize.vector_channels == 0)
+                     if requantize.vector_channels in (0, len(requantize.multipliers))
+                     else f"{channel} >= {requantize.vector_channels}")
+        return (f"saturate(depthwise_requantize_int32({acc}, {multiplier}, {exponent}, "
+                f"{offset}, {ties_away}), {requantize.qmin}, {requantize.qmax})")
     args = f"{acc}, {multiplier}, {shift}"
     vector = f"multiply_by_quantized_multiplier_4rows({args})"
     scalar = f"multiply_by_quantized_multiplier({args})"
@@ -282,7 +290,6 @@ def requantized(names: dict[int, str], op: Op, acc: str, channel: str) -> str:
         scaled = scalar
     else:
         scaled = f"select({channel} < {requantize.vector_channels}, {vector}, {scalar})"
-    offset = requantize.output_zero_point
     shifted = scaled if not offset else \
         f"{scaled} {'+' if offset > 0 else '-'} {abs(offset)}"
     return f"saturate({shifted}, {requantize.qmin}, {requantize.qmax})"

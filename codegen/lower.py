@@ -135,7 +135,8 @@ def _depthwise(op: Op, data: Value, out: Value, params: dict) -> Op:
     computes it whole."""
     try:
         requantize = prepare_depthwise(data.quant, params.pop("filter_scales"), out.quant,
-                                       params["activation"], out.shape[3])
+                                       params["activation"], out.shape[3],
+                                       params.pop("sum_bound"))
     except (QuantError, KeyError) as error:
         raise IRError(f"node {op.node} ({op.op}): {error}") from error
     return replace(op, params=tuple(sorted({**params, "requantize": requantize}.items())))

@@ -44,17 +44,37 @@ class DepthwiseRequant:
     multipliers: tuple[int, ...]         # per output channel
     shifts: tuple[int, ...]
     vector_channels: int                 # channels [0, this) round as the NEON blocks do
+    sum_bound: int                       # the largest |sum| any input makes (`sum_bound`)
 
     @property
     def uniform(self) -> bool:
         """One multiplier and shift for every channel (per-tensor filter scale, say)."""
         return len(set(self.multipliers)) == 1 and len(set(self.shifts)) == 1
 
+    @property
+    def int32_lanes(self) -> bool:
+        """Whether the sums fit `depthwise_requantize_int32` (codegen.fixedpoint), which
+        computes the requantization in int32 lanes, 4x fewer instructions than in int64."""
+        return self.sum_bound < 1 << 29 and max(self.shifts) <= 0
+
+
+def channel_sums(data: QParams, weights: np.ndarray, bias: np.ndarray) -> np.ndarray:
+    """Per output channel of `weights` [1, KH, KW, C], the largest |bias + sum of
+    (x - input_zp) * w| any input makes."""
+    largest = max(abs(data.qmin - data.zero_point), abs(data.qmax - data.zero_point))
+    taps = np.abs(weights.astype(np.int64)).reshape(-1, weights.shape[-1]).sum(axis=0)
+    return taps * largest + np.abs(bias.astype(np.int64))
+
+
+def sum_bound(data: QParams, weights: np.ndarray, bias: np.ndarray) -> int:
+    """The largest |sum| of any channel and input (`channel_sums`)."""
+    return int(channel_sums(data, weights, bias).max(initial=0))
+
 
 def prepare_depthwise(data: QParams, filter_scales: tuple[float, ...], output: QParams,
-                      activation: int, channels: int) -> DepthwiseRequant:
+                      activation: int, channels: int, bound: int = 1 << 31) -> DepthwiseRequant:
     """PopulateConvolutionQuantizationParams for `channels` output channels (QuantError
-    where Prepare fails)."""
+    where Prepare fails); `bound` the sums' (`sum_bound`)."""
     if len(filter_scales) not in (1, channels):
         raise QuantError(f"{len(filter_scales)} filter scales for {channels} channels")
     scales = filter_scales * channels if len(filter_scales) == 1 else filter_scales
@@ -63,7 +83,7 @@ def prepare_depthwise(data: QParams, filter_scales: tuple[float, ...], output: Q
     qmin, qmax = activation_range_quantized(activation, output)
     return DepthwiseRequant(-data.zero_point, output.zero_point, qmin, qmax,
                             tuple(m for m, _ in pairs), tuple(s for _, s in pairs),
-                            channels - channels % QUANTIZE_BLOCK)
+                            channels - channels % QUANTIZE_BLOCK, bound)
 
 
 def depthwise_unsupported(data: QParams, filter_scales: tuple[float, ...], output: QParams,
@@ -80,10 +100,7 @@ def depthwise_unsupported(data: QParams, filter_scales: tuple[float, ...], outpu
         return f"DEPTHWISE_CONV_2D: {error}"
     if output.scale <= 0 or data.scale <= 0:
         return "DEPTHWISE_CONV_2D with a scale <= 0 not supported"
-    largest = max(abs(data.qmin + prepared.input_offset), abs(data.qmax + prepared.input_offset))
-    taps = np.abs(weights.astype(np.int64)).reshape(-1, channels).sum(axis=0) * largest
-    acc = taps + np.abs(bias.astype(np.int64))
-    scaled = acc << np.maximum(np.array(prepared.shifts, np.int64), 0)
+    scaled = channel_sums(data, weights, bias) << np.maximum(np.array(prepared.shifts), 0)
     if (scaled >= 1 << 31).any():
         return ("DEPTHWISE_CONV_2D whose int32 sums could overflow (LiteRT's result is then "
                 "undefined)")

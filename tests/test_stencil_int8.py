@@ -180,14 +180,36 @@ def test_uint8_is_not_claimed_and_says_why(cache_dir):
                                          "(float32, or int8 with int32 bias, only)")
 
 
-def test_the_int8_kernel_reads_like_the_loop(cache_dir):
-    model = int8_conv_model((1, 20, 20, 20), (3, 3), x_quant=(0.05, 3), per_channel=True)
+def kernel_lines(model: bytes, cache_dir: str) -> list[str]:
     delegate, _ = fused(model, cache_dir)
     (_, built), = delegate.main_graph.built.values()
-    lines = [line.strip() for line in built.source.splitlines()]
-    assert "acc = stack_empty(120, np.int32)" in lines or \
-        any("stack_empty(" in line and "np.int32)" in line for line in lines)
+    return [line.strip() for line in built.source.splitlines()]
+
+
+def test_the_int8_kernel_reads_like_the_loop(cache_dir):
+    """int32 sums from the bias; the input offset in each tap; channels 0-15 rounded as
+    LiteRT's NEON blocks, 16-19 as its scalar loop, in int32 lanes."""
+    lines = kernel_lines(int8_conv_model((1, 20, 20, 20), (3, 3), x_quant=(0.05, 3)),
+                         cache_dir)
+    for line in ["acc = stack_empty(120, np.int32)", "acc[px * 20 + ch] = bias[ch]",
+                 "acc[ch] += (data_row[kx * 20 + ch] - 3) * weight"]:
+        assert line in lines, line
     assert any(line.startswith("conv_multipliers = np.array([") for line in lines)
-    assert "acc[ch] += (data_row[kx * 20 + ch] - 3) * weight" in lines
-    assert any("select(ch < 16, multiply_by_quantized_multiplier_4rows(acc[" in line
+    assert "depthwise_requantize_int32(acc[px * 20 + ch], conv_multipliers[ch], " \
+        "-conv_shifts[ch], -5, ch >= 16)," in lines
+
+
+def test_sums_beyond_int32_lanes_take_the_int64_helpers(cache_dir, rng):
+    """A multiplier above 1 (a shift left): LiteRT's helpers in int64, literals for a
+    per-tensor scale."""
+    shape = (1, 9, 9, 12)
+    model = int8_conv_model(shape, (3, 3), x_quant=(0.5, 10), out_quant=(0.02, -3),
+                            weight_scale=0.05, per_channel=False, bias_range=100)
+    lines = kernel_lines(model, cache_dir)
+    assert any(line.startswith("select(ch < 8, multiply_by_quantized_multiplier_4rows(acc[")
                for line in lines)
+    assert not any(line.startswith("conv_multipliers") for line in lines)
+    _, interpreter = fused(model, cache_dir)
+    x = codes(rng, shape)
+    np.testing.assert_array_equal(run(interpreter, [x])[0],
+                                  run(builtin_interpreter(model), [x])[0])
