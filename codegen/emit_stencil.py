@@ -222,6 +222,8 @@ class _Tile:
             quantized = op is nest.conv and "requantize" in dict(op.params)
             expression = (requantized(names, op, acc, channel) if quantized
                           else op_expression(ir, names, op, args, bool(fast)))
+            if op.output not in nest.writes and ir.value(op.output).dtype != "float32":
+                expression = f"np.{ir.value(op.output).dtype}({expression})"    # as stored
             lines += assignment(target, expression, width)
             if fast and op.output in fast.checked:
                 misses.append(f"magnitude({target})")

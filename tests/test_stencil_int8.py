@@ -225,3 +225,42 @@ def test_by_default_only_int8_convolutions_of_49_taps_are_claimed(cache_dir):
     large = FusionDelegate(cache_dir=cache_dir)
     builtin_interpreter(int8_conv_model((1, 16, 16, 32), (7, 7)), [large])
     assert large.claims[0].reason is None and large.kernels
+
+
+def int8_chain(shape: tuple[int, ...], kernel: tuple[int, int]) -> bytes:
+    """int8 conv -> HARD_SWISH -> ADD of the block's input -> RELU6: MobileNetV3's block."""
+    q = Quantization.per_tensor
+    b = ModelBuilder()
+    x = b.input("x", shape, np.int8, q(0.05, 3))
+    rng = np.random.default_rng(0)
+    channels = shape[3]
+    scales = (0.02 * rng.uniform(0.25, 4.0, channels)).astype(np.float32)
+    w = b.const("weights", rng.integers(-127, 128, (1, *kernel, channels)).astype(np.int8),
+                Quantization(scales, np.zeros(channels, np.int64), 3))
+    bias = b.const("bias", rng.integers(-2000, 2000, channels).astype(np.int32),
+                   Quantization(scales * np.float32(0.05), np.zeros(channels, np.int64), 0))
+    y = b.op("DEPTHWISE_CONV_2D", [x, w, bias],
+             {"padding": SAME, "stride_w": 1, "stride_h": 1, "depth_multiplier": 1,
+              "fused_activation_function": NONE, "dilation_w_factor": 1,
+              "dilation_h_factor": 1}, shape=shape, name="conv", quantization=q(0.08, -5))
+    y = b.op("HARD_SWISH", [y], name="hswish", quantization=q(0.06, -30))
+    y = b.op("ADD", [y, x], {"fused_activation_function": NONE}, name="residual",
+             quantization=q(0.1, 2))
+    b.output(b.op("RELU6", [y], name="out", quantization=q(0.03, -128)))
+    return b.to_bytes()
+
+
+@pytest.mark.parametrize("shape", [(1, 12, 12, 24), (1, 12, 12, 20)])
+def test_the_int8_chain_after_the_convolution_is_its_epilogue(cache_dir, rng, shape):
+    """HARD_SWISH's table and the ADD's fixed-point calls run on each requantized code in
+    the stencil nest, which stores only the chain's end (the residual's rescaled input is
+    computed before it); bit for bit."""
+    model = int8_chain(shape, (5, 5))
+    delegate, interpreter = fused(model, cache_dir)
+    stencil, = [n for n in nests(delegate) if isinstance(n, StencilNest)]
+    assert [op.op for op in stencil.ops][:2] == ["DEPTHWISE_CONV_2D", "LUT"]
+    assert len(stencil.ops) >= 3 and len(stencil.writes) == 1
+    for _ in range(3):
+        x = codes(rng, shape)
+        np.testing.assert_array_equal(run(interpreter, [x])[0],
+                                      run(builtin_interpreter(model), [x])[0])
