@@ -264,3 +264,26 @@ def test_the_int8_chain_after_the_convolution_is_its_epilogue(cache_dir, rng, sh
         x = codes(rng, shape)
         np.testing.assert_array_equal(run(interpreter, [x])[0],
                                       run(builtin_interpreter(model), [x])[0])
+
+
+def test_the_int32_requantization_is_litert_roundings():
+    """depthwise_requantize_int32 equals MultiplyByQuantizedMultiplier (ties away) and its
+    4Rows form (ties up) in int64 for |sum| < 2**29 and shifts 0 to -31, ties included."""
+    from codegen.fixedpoint import (depthwise_requantize_int32, multiply_by_quantized_multiplier,
+                                    multiply_by_quantized_multiplier_4rows)
+    rng = np.random.default_rng(7)
+    for shift in range(0, -32, -1):
+        for multiplier in (1 << 30, (1 << 31) - 1, *rng.integers(1 << 30, 1 << 31, 3)):
+            acc = rng.integers(-(1 << 29) + 1, 1 << 29, 4000).astype(np.int32)
+            ties = np.concatenate([np.arange(-50, 50, dtype=np.int64) << max(0, -shift - k)
+                                   for k in (0, 1)])    # ties of the last shift at 2**30
+            ties = ties[np.abs(ties) < 1 << 29].astype(np.int32)
+            acc = np.concatenate([acc, ties, np.array([0, 1, -1, (1 << 29) - 1,
+                                                       -(1 << 29) + 1], np.int32)])
+            wide = acc.astype(np.int64)
+            for ties_away, exact in ((1, multiply_by_quantized_multiplier),
+                                     (0, multiply_by_quantized_multiplier_4rows)):
+                want = exact(wide, int(multiplier), shift) - 7
+                got = depthwise_requantize_int32(acc, np.int32(multiplier), -shift, -7,
+                                                 ties_away)
+                assert np.array_equal(got, want), (shift, multiplier, ties_away)
