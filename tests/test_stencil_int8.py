@@ -287,3 +287,14 @@ def test_the_int32_requantization_is_litert_roundings():
                 got = depthwise_requantize_int32(acc, np.int32(multiplier), -shift, -7,
                                                  ties_away)
                 assert np.array_equal(got, want), (shift, multiplier, ties_away)
+
+
+def test_two_threads_split_the_int8_rows(cache_dir, rng):
+    shape = (1, 64, 64, 36)
+    model = int8_conv_model(shape, (7, 7))
+    delegate = FusionDelegate(cache_dir=cache_dir, min_speedup=0.0, num_threads=2)
+    interpreter = builtin_interpreter(model, [delegate])
+    assert nests(delegate)[0].threads == 2
+    x = codes(rng, shape)
+    np.testing.assert_array_equal(run(interpreter, [x])[0],
+                                  run(builtin_interpreter(model), [x])[0])
