@@ -217,7 +217,8 @@ def fast_comment(fast: FastPath, depth: int = 1) -> list[str]:
 
 def tables(ir: KernelIR, names: dict[int, str], schedule: Schedule) -> list[str]:
     """The module constants of the kernel's LUT ops (numba compiles them in as constants):
-    indexed by q - qmin, or in table nests by the element's raw byte (codegen.lut)."""
+    indexed by q - qmin, or in table nests by the element's raw byte (codegen.lut); and the
+    per-channel multipliers and shifts of its int8 convolutions (codegen.emit_stencil)."""
     by_byte = {t for nest in schedule.nests
                for t in ((nest.op.output,) if isinstance(nest, TableNest)
                          else nest.lookups if isinstance(nest, ElementwiseNest) else ())}
