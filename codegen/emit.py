@@ -95,8 +95,14 @@ def allocations(ir: KernelIR, names: dict[int, str], schedule: Schedule,
             lines += tile_allocations(ir, nest, nest_local, schedule.stack)
         if nest.threads == 1 and isinstance(nest, StencilNest):
             lines.append(f"{nest_local.accumulators[nest.conv.output]} = "
-                         f"stack_empty({nest.pixels * nest.channels}, np.float32)")
+                         f"{stencil_sums(ir, nest)}")
     return lines
+
+
+def stencil_sums(ir: KernelIR, nest: StencilNest) -> str:
+    """The stack array of a stencil tile's sums: float32, or int32 for an int8 convolution."""
+    dtype = "int32" if ir.value(nest.conv.output).quantized else "float32"
+    return f"stack_empty({nest.pixels * nest.channels}, np.{dtype})"
 
 
 def buffer(name: str, elements: int, dtype: str, on_stack: bool = False) -> str:

@@ -10,14 +10,21 @@ Per row of taps, `data_row` and `weight_row` are the data and weights from the t
 tap inside the input and its block's first channel: indexed from there, every index is one LLVM
 sees is not negative (numba wraps negative indices around, which keeps LLVM from vectorising
 the channels).
+
+An int8 convolution (codegen.quant_conv) is the same loops over int32 sums: each starts at the
+bias and adds `(x + input_offset) * w` for each tap inside the input, exact in any order; the
+epilogue requantizes each sum as LiteRT's optimized_ops::Quantize does for its channel, with
+the multipliers and shifts its Prepare computes (module constants, `requantize_names`, or
+literals where every channel has the same).
 """
 from __future__ import annotations
 
 import textwrap
 
-from .emit import NestNames, count_misses, nest_comment, op_expression, outer_loop, value_literal
+from .emit import (NestNames, count_misses, nest_comment, op_expression, outer_loop, stencil_sums,
+                   value_literal)
 from .fastpath import FastPath
-from .ir import KernelIR
+from .ir import KernelIR, Op
 from .nests import StencilNest
 from .writer import INDENT, LINE_LIMIT, assignment
 
@@ -28,7 +35,7 @@ def stencil_nest(ir: KernelIR, names: dict[int, str], nest: StencilNest, number:
     the interior's loop of tiles, the tiles after it (the nest's docstring)."""
     n, rows = nest.domain[:2]
     acc = local.accumulators[nest.conv.output]
-    setup = [f"{acc} = stack_empty({nest.pixels * nest.channels}, np.float32)"]
+    setup = [f"{acc} = {stencil_sums(ir, nest)}"]
     lines, depth = outer_loop(nest, *nest.levels[0], setup if nest.threads > 1 else ())
     if n > 1:
         lines.append(f"{INDENT * depth}for oy in range({rows}):")
@@ -94,8 +101,9 @@ class _Tile:
         nest, pixels = self.nest, self.nest.pixels
         step = nest.window.dilations[1] * self.in_channels
         stride = nest.window.strides[1] * self.in_channels
-        taps = [f"{self._sum(p)} += data_row[kx * {step}{f' + {p * stride}' * bool(p)} + "
-                f"{self._input_channel()}] * weight" for p in range(pixels)]
+        taps = [f"{self._sum(p)} += " + self._product(
+                    f"data_row[kx * {step}{f' + {p * stride}' * bool(p)} + "
+                    f"{self._input_channel()}]", "weight") for p in range(pixels)]
         weight = (value_literal(self.weights) if self.weights.literal is not None
                   else f"weight_row[kx * {self.channels} + ch]")
         loop = [f"for kx in range({nest.window.kernel[1]}):",
@@ -121,8 +129,9 @@ class _Tile:
                     data = (column - base) * self.in_channels
                     weight = (value_literal(self.weights) if self.weights.literal is not None
                               else f"weight_row[{f'{kx * self.channels} + ' * bool(kx)}ch]")
-                    taps.append(f"{self._sum(p)} += data_row[{f'{data} + ' * bool(data)}"
-                                f"{self._input_channel()}] * {weight}")
+                    taps.append(f"{self._sum(p)} += " + self._product(
+                        f"data_row[{f'{data} + ' * bool(data)}{self._input_channel()}]",
+                        weight))
         loop = [f"for ch in range({nest.channels}):", *(INDENT + t for t in taps)] if taps \
             else []
         what = f"Column {start}" if end - start == 1 else f"Columns {start} to {end - 1}"
@@ -173,6 +182,15 @@ class _Tile:
                          f"[ky * {kw * self.channels}{' + cb' * self.blocked}:]")
         return [*lines, *(INDENT + line for line in taps)]
 
+    def _product(self, data: str, weight: str) -> str:
+        """A tap's product: float32 `data * weight`; int8 `(data + input_offset) * weight`,
+        exact in the int64 numba computes it in."""
+        requantize = dict(self.nest.conv.params).get("requantize")
+        offset = requantize.input_offset if requantize is not None else 0
+        if not offset:
+            return f"{data} * {weight}"
+        return f"({data} {'+' if offset > 0 else '-'} {abs(offset)}) * {weight}"
+
     def _sum(self, pixel: int) -> str:
         return f"{self.acc}[{pixel * self.nest.channels} + ch]" if pixel else f"{self.acc}[ch]"
 
@@ -201,7 +219,12 @@ class _Tile:
             args = [acc] if op is nest.conv else [exprs[t] for t in op.inputs]
             target = (_element(names, nest, op.output, pixel, channel)
                       if op.output in nest.writes else names[op.output])
-            lines += assignment(target, op_expression(ir, names, op, args, bool(fast)), width)
+            quantized = op is nest.conv and "requantize" in dict(op.params)
+            expression = (requantized(names, op, acc, channel) if quantized
+                          else op_expression(ir, names, op, args, bool(fast)))
+            if op.output not in nest.writes and ir.value(op.output).dtype != "float32":
+                expression = f"np.{ir.value(op.output).dtype}({expression})"    # as stored
+            lines += assignment(target, expression, width)
             if fast and op.output in fast.checked:
                 misses.append(f"magnitude({target})")
             exprs[op.output] = target
@@ -229,3 +252,46 @@ def _affine(variable: str, scale: int, offset: int) -> str:
 
 def _scaled(variable: str, scale: int) -> str:
     return variable if scale == 1 else f"{variable} * {scale}"
+
+
+def requantize_names(names: dict[int, str], op: Op) -> tuple[str, str]:
+    """The module constants of an int8 convolution's multipliers and shifts per channel: named
+    after its output, never a tensor's name."""
+    taken = set(names.values())
+    base = names[op.output]
+    while f"{base}_multipliers" in taken or f"{base}_shifts" in taken:
+        base += "_"
+    return f"{base}_multipliers", f"{base}_shifts"
+
+
+def requantized(names: dict[int, str], op: Op, acc: str, channel: str) -> str:
+    """The output code of the int8 sum `acc` at output channel `channel`: LiteRT's
+    optimized_ops::Quantize, MultiplyByQuantizedMultiplier4Rows on the channels of its NEON
+    blocks, MultiplyByQuantizedMultiplier on the rest, + the output zero point, clamped to
+    the activation's range; in int32 lanes where the sums allow (`int32_lanes`)."""
+    requantize = dict(op.params)["requantize"]
+    if requantize.uniform:
+        multiplier, shift = requantize.multipliers[0], requantize.shifts[0]
+    else:
+        multipliers, shifts = requantize_names(names, op)
+        multiplier, shift = f"{multipliers}[{channel}]", f"{shifts}[{channel}]"
+    offset = requantize.output_zero_point
+    if requantize.int32_lanes:
+        exponent = -shift if isinstance(shift, int) else f"-{shift}"
+        ties_away = (int(requantize.vector_channels == 0)
+                     if requantize.vector_channels in (0, len(requantize.multipliers))
+                     else f"{channel} >= {requantize.vector_channels}")
+        return (f"saturate(depthwise_requantize_int32({acc}, {multiplier}, {exponent}, "
+                f"{offset}, {ties_away}), {requantize.qmin}, {requantize.qmax})")
+    args = f"{acc}, {multiplier}, {shift}"
+    vector = f"multiply_by_quantized_multiplier_4rows({args})"
+    scalar = f"multiply_by_quantized_multiplier({args})"
+    if requantize.vector_channels == len(requantize.multipliers):
+        scaled = vector
+    elif requantize.vector_channels == 0:
+        scaled = scalar
+    else:
+        scaled = f"select({channel} < {requantize.vector_channels}, {vector}, {scalar})"
+    shifted = scaled if not offset else \
+        f"{scaled} {'+' if offset > 0 else '-'} {abs(offset)}"
+    return f"saturate({shifted}, {requantize.qmin}, {requantize.qmax})"

@@ -256,6 +256,16 @@ def quadrupled_high_mul_rounded_int32(a4, multiplier, exponent, offset, ties_rea
     return np.add(select(exponent >= 30, np.int32(0), rounded), np.int32(offset - inside))
 
 
+def depthwise_requantize_int32(acc, multiplier, exponent, offset, ties_away):
+    """optimized_ops::Quantize of an int8 depthwise convolution's sum (codegen.quant_conv),
+    + offset, for int32 |acc| < 2**29 and a shift <= 0 (exponent = -shift), in int32 lanes:
+    the scalar loop's MultiplyByQuantizedMultiplier rounds ties away from zero (ties_away),
+    the NEON blocks' MultiplyByQuantizedMultiplier4Rows rounds them up (vrshlq), which is
+    `quadrupled_high_mul_rounded_int32` without its correction of negative ties."""
+    return quadrupled_high_mul_rounded_int32(np.left_shift(acc, _I32_2), multiplier, exponent,
+                                             offset, ties_away)
+
+
 def shift_left_or_floor_right_int32(x, shift):
     """x << shift, or x >> -shift (flooring) for a negative shift: vshlq_s32 for int32 x
     and |shift| < 32 (the int8 paths' shifts: >= 20 - 31)."""

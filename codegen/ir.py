@@ -138,14 +138,16 @@ def reduced_shape(shape: tuple[int, ...], axes: tuple[int, ...],
 
 def stencil_shape(ir: KernelIR, op: Op) -> tuple[int, ...]:
     """A depthwise convolution's output shape, or IRError where its operands do not fit:
-    data [N, H, W, C], weights [1, KH, KW, C * M], bias [C * M], float32."""
+    data [N, H, W, C], weights [1, KH, KW, C * M], bias [C * M], float32 (or int8 data and
+    weights, int32 bias)."""
     data, weights, bias = (ir.value(t) for t in op.inputs)
+    dtypes = tuple(v.dtype for v in (data, weights, bias))
     if (len(data.shape) != 4 or len(weights.shape) != 4 or weights.shape[0] != 1
             or weights.shape[3] % data.shape[3] or bias.shape != weights.shape[3:]
-            or any(v.dtype != "float32" for v in (data, weights, bias))):
+            or dtypes not in (("float32",) * 3, ("int8", "int8", "int32"))):
         raise IRError(f"node {op.node} ({op.op}): data {list(data.shape)}, weights "
                       f"{list(weights.shape)} and bias {list(bias.shape)} are not float32 "
-                      f"[N, H, W, C], [1, KH, KW, C * M] and [C * M]")
+                      f"(or int8, int8, int32) [N, H, W, C], [1, KH, KW, C * M] and [C * M]")
     return conv_output_shape(data.shape, weights.shape, dict(op.params))
 
 

@@ -31,9 +31,10 @@ from dataclasses import replace
 
 import numpy as np
 
-from .qparams import NUMPY_DTYPES
+from .qparams import NUMPY_DTYPES, QuantError
 from .ir import IRError, KernelIR, Op, Value, reduced_shape
 from .ops import KERNEL_OPS
+from .quant_conv import prepare_depthwise
 from .quant_parts import binary_parts
 from .quant_paths import (ELEMENTWISE_BLOCK, REFERENCE, binary_paths, chain_regions, compose,
                           unary_block)
@@ -90,6 +91,8 @@ def _lower(ir: KernelIR, op: Op) -> list[Op]:
     if op.op in KERNEL_OPS or not any(v.quantized for v in (*operands, out)):
         return [op]
     params = dict(op.params)
+    if op.stencil:
+        return [_depthwise(op, operands[0], out, params)]
     source = (("source", ((op.node, op.op),)),)
     if op.op == "QUANTIZE" and not operands[0].quantized:
         path = _one_path(op, unary_block("QUANTIZE", "float32", out.dtype), out)
@@ -124,6 +127,19 @@ def _lower(ir: KernelIR, op: Op) -> list[Op]:
         return _rescaled_apart(ir, op, parts, source)
     call, args = binary_call(op.op, prepared, out.dtype, path)
     return [Op(op.node, "QCALL", op.inputs, op.output, (("call", call), ("args", args), *source))]
+
+
+def _depthwise(op: Op, data: Value, out: Value, params: dict) -> Op:
+    """An int8 depthwise convolution stays one op, with its Prepare's constants
+    (`requantize`, codegen.quant_conv) in place of its filter's scales: the stencil nest
+    computes it whole."""
+    try:
+        requantize = prepare_depthwise(data.quant, params.pop("filter_scales"), out.quant,
+                                       params["activation"], out.shape[3],
+                                       params.pop("sum_bound"))
+    except (QuantError, KeyError) as error:
+        raise IRError(f"node {op.node} ({op.op}): {error}") from error
+    return replace(op, params=tuple(sorted({**params, "requantize": requantize}.items())))
 
 
 def _reduction(ir: KernelIR, op: Op, x: Value, out: Value) -> list[Op]:

@@ -53,8 +53,10 @@ def _pointer(element: types.Type, llvm_element: ir.Type):
 float32_pointer = _pointer(types.float32, ir.FloatType())
 int8_pointer = _pointer(types.int8, ir.IntType(8))
 uint8_pointer = _pointer(types.uint8, ir.IntType(8))
+int32_pointer = _pointer(types.int32, ir.IntType(32))      # an int8 convolution's bias
 #: The pointer intrinsic of each tensor dtype a kernel reads or writes.
-POINTERS = {"float32": "float32_pointer", "int8": "int8_pointer", "uint8": "uint8_pointer"}
+POINTERS = {"float32": "float32_pointer", "int8": "int8_pointer", "uint8": "uint8_pointer",
+            "int32": "int32_pointer"}
 
 
 @intrinsic

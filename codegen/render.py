@@ -21,7 +21,7 @@ import numpy as np
 from .emit import (NestNames, allocations, elementwise_nest, nest_names, op_title,
                    row_block_nest, table_name, table_nest, unrolled_rows_nest)
 from .emit_rows import rows_nest
-from .emit_stencil import stencil_nest
+from .emit_stencil import requantize_names, stencil_nest
 from .fastpath import FastPath
 from .ir import KernelIR, Value, verify
 from .literals import float32_text
@@ -217,12 +217,19 @@ def fast_comment(fast: FastPath, depth: int = 1) -> list[str]:
 
 def tables(ir: KernelIR, names: dict[int, str], schedule: Schedule) -> list[str]:
     """The module constants of the kernel's LUT ops (numba compiles them in as constants):
-    indexed by q - qmin, or in table nests by the element's raw byte (codegen.lut)."""
+    indexed by q - qmin, or in table nests by the element's raw byte (codegen.lut); and the
+    per-channel multipliers and shifts of its int8 convolutions (codegen.emit_stencil)."""
     by_byte = {t for nest in schedule.nests
                for t in ((nest.op.output,) if isinstance(nest, TableNest)
                          else nest.lookups if isinstance(nest, ElementwiseNest) else ())}
     lines = []
     for op in ir.ops:
+        requantize = dict(op.params).get("requantize") if op.stencil else None
+        if requantize is not None and not requantize.uniform:
+            for name, entries in zip(requantize_names(names, op),
+                                     (requantize.multipliers, requantize.shifts)):
+                lines += ["", *wrap_call(f"{name} = np.array([", list(map(str, entries)),
+                                         "], np.int32)")]
         if op.op not in ("LUT", "ROW_LUT"):
             continue
         dtype = ir.value(op.output).dtype

@@ -39,11 +39,15 @@ TILE_SUMS = 3 / 8
 
 def joins_epilogue(ir: KernelIR, op: Op, conv: Op) -> bool:
     """Whether `op` may run in `conv`'s epilogue, given that it reads one of its values: an
-    elementwise float32 op over the convolution's output shape (its other operands are the
-    caller's to check)."""
+    elementwise float32 op over the convolution's output shape, or after an int8 convolution
+    an int8 op as codegen.lower made it, a table lookup or a fixed-point call (its other
+    operands are the caller's to check)."""
+    if ir.value(op.output).shape != ir.value(conv.output).shape:
+        return False
+    if ir.value(conv.output).quantized:
+        return op.op in ("LUT", "QCALL")
     elementwise = op.op in OPS or op.op in CHAIN_OPS
-    return (elementwise and ir.value(op.output).shape == ir.value(conv.output).shape
-            and all(ir.value(t).dtype == "float32" for t in (*op.inputs, op.output)))
+    return elementwise and all(ir.value(t).dtype == "float32" for t in (*op.inputs, op.output))
 
 
 def stencil_nest(ir: KernelIR, ops: tuple[Op, ...], writes: tuple[int, ...],

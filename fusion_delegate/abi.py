@@ -305,6 +305,17 @@ def int_array(ptr) -> tuple[int, ...]:
     return tuple((c_int * size).from_address(address + 4))
 
 
+def float_array(ptr) -> tuple[float, ...]:
+    """A TfLiteFloatArray* as a tuple (an empty tuple for NULL)."""
+    if not ptr:
+        return ()
+    address = ctypes.cast(ptr, c_void_p).value
+    size = ctypes.c_int.from_address(address).value
+    if size < 0 or size > 1 << 24:
+        raise AbiMismatchError(f"TfLiteFloatArray of size {size} ({runtime_version()})")
+    return tuple((ctypes.c_float * size).from_address(address + 4))
+
+
 class IntArray:
     """A TfLiteIntArray we own (and keep alive for as long as C may read it)."""
 

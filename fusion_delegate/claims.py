@@ -16,6 +16,7 @@ from codegen.ir import DTYPES, MAX_RANK, IRError, broadcast_shapes, reduced_shap
 from codegen.ops import ACTIVATIONS, OPS_BY_CODE, REDUCTIONS, STENCILS
 from codegen.qparams import DTYPE_RANGES, QParams
 from codegen.quant_ops import BINARY_OPS, CONVERSIONS, ELEMENTWISE_OPS, QUANT_OPS
+from codegen.quant_conv import depthwise_unsupported
 from codegen.quant_rows import ROW_OP_OUTPUTS, reduction_unsupported, row_op_unsupported
 from codegen.quant_support import quant_unsupported
 from codegen.window import conv_output_shape
@@ -71,7 +72,7 @@ def unsupported_reason(context: Context, node: NodeInfo) -> NotClaimed | None:
     """None if the node can be fused, otherwise why it cannot."""
     tensors = [context.tensor(t) for t in node.inputs + node.outputs if t >= 0]
     if node.builtin_code in STENCIL_CODES:
-        return stencil_reason(node, tensors)
+        return stencil_reason(context, node, tensors)
     if node.builtin_code in REDUCTION_CODES or node.builtin_code in COMPOSITE_CODES:
         return reduction_reason(context, node, tensors)
     if op_name(node) in CONVERSIONS or any(t.type_name.lower() in DTYPE_RANGES
@@ -150,20 +151,23 @@ def reduction_reason(context: Context, node: NodeInfo,
                                            bool(keep_dims)))
 
 
-def stencil_reason(node: NodeInfo, tensors: list[TensorInfo]) -> NotClaimed | None:
-    """None if the depthwise convolution is reproduced: float32 data [N, H, W, C] and output,
-    constant float32 weights [1, KH, KW, C * M] and bias [C * M], SAME or VALID padding, any
-    strides and dilations."""
+def stencil_reason(context: Context, node: NodeInfo,
+                   tensors: list[TensorInfo]) -> NotClaimed | None:
+    """None if the depthwise convolution is reproduced: data [N, H, W, C] and output, constant
+    weights [1, KH, KW, C * M] and bias [C * M], SAME or VALID padding, any strides and
+    dilations; float32, or int8 with int32 bias bit for bit (codegen.quant_conv)."""
     name = op_name(node)
     if len(node.outputs) != 1 or len(node.inputs) not in (2, 3) or min(node.inputs[:2]) < 0:
         return arity_reason(node, 3)
     if len(node.inputs) == 2 or node.inputs[2] < 0:
         return NotClaimed("{} without a bias not supported", name)
     data, weights, bias, out = tensors
-    for role, tensor in (("data", data), ("weights", weights), ("bias", bias), ("output", out)):
-        if tensor.type_name.lower() != "float32":
-            return NotClaimed("{} {} of dtype {} not supported (float32 only)", name, role,
-                              tensor.type_name.lower())
+    quantized = data.type_name.lower() == "int8"
+    dtypes = ("int8", "int8", "int32", "int8") if quantized else ("float32",) * 4
+    for role, tensor, dtype in zip(("data", "weights", "bias", "output"), tensors, dtypes):
+        if tensor.type_name.lower() != dtype:
+            return NotClaimed("{} {} of dtype {} not supported (float32, or int8 with int32 "
+                              "bias, only)", name, role, tensor.type_name.lower())
         if tensor.is_dynamic or tensor.sparse:
             return NotClaimed("{} tensor {}", "dynamic" if tensor.is_dynamic else "sparse",
                               tensor.name or tensor.index)
@@ -186,7 +190,24 @@ def stencil_reason(node: NodeInfo, tensors: list[TensorInfo]) -> NotClaimed | No
             or tuple(out.shape) != conv_output_shape(data.shape, weights.shape, params)):
         return NotClaimed("{} shapes {} not supported", name, " ".join(
             str(list(t.shape)) for t in tensors))
+    if quantized:
+        return quantized_stencil_reason(context, node, params["activation"])
     return None
+
+
+def quantized_stencil_reason(context: Context, node: NodeInfo,
+                             activation: int) -> NotClaimed | None:
+    """None if the int8 convolution is LiteRT's bit for bit: the filter's scales per tensor or
+    per output channel (dimension 3), no int32 overflow (codegen.quant_conv)."""
+    data, weights, bias, out = (context.tensor(t) for t in (*node.inputs[:3], node.outputs[0]))
+    scales, _, dimension = context.affine_quantization(weights.index)
+    if not scales or len(scales) not in (1, weights.shape[3]) or \
+            (len(scales) > 1 and dimension != 3):
+        return NotClaimed("{} filter scales {} along dimension {} not supported", op_name(node),
+                          len(scales), dimension)
+    return quantized(depthwise_unsupported(
+        qparams(data), scales, qparams(out), activation, context.view(weights.index),
+        context.view(bias.index)))
 
 
 def arity_reason(node: NodeInfo, arity: int) -> NotClaimed:

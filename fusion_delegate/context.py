@@ -93,6 +93,16 @@ class Context:
                           zero_point=raw.params.zero_point, per_channel=per_channel,
                           sparse=bool(raw.sparsity))
 
+    def affine_quantization(self, index: int) -> tuple[tuple[float, ...], tuple[int, ...], int]:
+        """A tensor's affine quantization as the kernels' Prepare reads it: its scales, zero
+        points and quantized dimension (no scales where it has none)."""
+        quant = self._raw_tensor(index).quantization
+        if quant.type != 1 or not quant.params:
+            return (), (), 0
+        affine = ctypes.cast(quant.params, POINTER(abi.TfLiteAffineQuantization)).contents
+        return (abi.float_array(affine.scale), abi.int_array(affine.zero_point),
+                affine.quantized_dimension)
+
     def view(self, index: int) -> np.ndarray:
         """Zero-copy numpy view of a tensor's data, valid only during this callback."""
         return abi.tensor_view(self._raw_tensor(index))

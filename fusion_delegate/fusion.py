@@ -20,6 +20,7 @@ from codegen.compile import DEFAULT_DIR, CompileError, Kernel, KernelCache, max_
 from codegen.ir import KernelIR, Op, Value, broadcast_shapes, reduced_shape
 from codegen.ops import REDUCTIONS, STENCILS
 from codegen.pipeline import Built, NotBuildable, build
+from codegen.quant_conv import sum_bound
 from codegen.render import TensorTableLayout
 from codegen.window import conv_output_shape
 from codegen.workers import compile_ahead
@@ -239,6 +240,7 @@ def partition_ir(context: Context, nodes: list[FusedNode], partition: Partition,
         elif node.op in STENCILS:
             shapes[node.output] = conv_output_shape(shapes[node.inputs[0]],
                                                     shapes[node.inputs[1]], params)
+            nodes[position] = _filter_scales(context, node)
         else:
             shapes[node.output] = broadcast_shapes(*(shapes[t] for t in node.inputs))
     infos = {t: context.tensor(t) for t in shapes}
@@ -262,6 +264,19 @@ def _reduction(context: Context, node: FusedNode, shapes: dict) -> FusedNode:
         return node
     axes = reduction_axes(context.view(params.pop("axis_tensor")), len(shapes[node.inputs[0]]))
     return replace(node, params=(("axes", axes), ("keep_dims", bool(params["keep_dims"]))))
+
+
+def _filter_scales(context: Context, node: FusedNode) -> FusedNode:
+    """An int8 convolution with its filter's scales (`filter_scales`: one, or one per output
+    channel), which its Prepare reads, and the largest of its sums (`sum_bound`), which its
+    constants bound (codegen.quant_conv)."""
+    data = qparams(context.tensor(node.inputs[0]))
+    if data is None:
+        return node
+    scales = context.affine_quantization(node.inputs[1])[0]
+    bound = sum_bound(data, context.view(node.inputs[1]), context.view(node.inputs[2]))
+    return replace(node, params=tuple(sorted({**dict(node.params), "filter_scales": scales,
+                                              "sum_bound": bound}.items())))
 
 
 def _params(node: FusedNode, shapes: dict, literals: dict) -> tuple:

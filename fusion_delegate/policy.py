@@ -33,6 +33,11 @@ MEMORY_SPEED_BINARY = frozenset({"ADD", "SUB", "MUL"})
 #: the 5x5 and 7x7 ones made whole models faster, the 3x3 ones slower though each alone was
 #: faster than XNNPACK's (perf/README.md, "Depthwise convolutions").
 STENCIL_MIN_TAPS = 25
+#: The same for an int8 one: XNNPACK runs 3x3 and 5x5 int8 depthwise convolutions as fast as
+#: the nest or faster (0.5-1.4x, mostly 0.8-0.9x at the corpus's shapes) and the 5x5 ones
+#: made EfficientNet-B0 int8 slower (1.09x -> 1.00x); the 7x7 ones, an IGEMM in XNNPACK, run
+#: 10-27x faster fused (perf/README.md, "Depthwise convolutions").
+STENCIL_MIN_TAPS_INT8 = 49
 
 
 @dataclass(frozen=True)
@@ -51,10 +56,12 @@ class ClaimPolicy:
         x = context.tensor(node.inputs[0])
         if node.builtin_code in STENCIL_CODES:
             taps = math.prod(context.tensor(node.inputs[1]).shape[1:3])
-            if taps < STENCIL_MIN_TAPS:
-                return NotClaimed("{} of {} taps left to XNNPACK, faster than fused below {} "
-                                  "(claimed with min_speedup=0)", op_name(node), taps,
-                                  STENCIL_MIN_TAPS)
+            least = STENCIL_MIN_TAPS if qparams(x) is None else STENCIL_MIN_TAPS_INT8
+            if taps < least:
+                kind = "" if qparams(x) is None else f"{x.type_name.lower()} "
+                return NotClaimed("{} {}of {} taps left to XNNPACK, faster than fused below {} "
+                                  "(claimed with min_speedup=0)", op_name(node), kind, taps,
+                                  least)
             return None
         if node.builtin_code in REDUCTION_CODES and qparams(x) is not None:
             return NotClaimed("{} {} left to XNNPACK, faster than fused (claimed with "

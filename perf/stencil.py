@@ -2,7 +2,8 @@
 
 One model per case, built with ModelBuilder: a float32 DEPTHWISE_CONV_2D (SAME, bias, no
 activation) and, with `+chain`, an ADD of the conv's input (a residual) and a HARD_SWISH after
-it. Each is timed under LiteRT's default path (XNNPACK, perf.models.interpreter) and with
+it; with `--int8`, the full-integer int8 convolution (per-channel weights, int32 bias) and
+chain instead. Each is timed under LiteRT's default path (XNNPACK, perf.models.interpreter) and with
 `FusionDelegate(min_speedup=0)`, which claims it whatever the policy says, in interleaved rounds
 (perf/timing.py), one thread; the ratio is LiteRT's median over the delegate's (the claim
 policy's rule, policy.py, comes from these).
@@ -21,7 +22,7 @@ import numpy as np  # noqa: E402
 
 from codegen.window import conv_output_shape  # noqa: E402
 from fusion_delegate import FusionDelegate  # noqa: E402
-from fusion_delegate.model import ModelBuilder  # noqa: E402
+from fusion_delegate.model import ModelBuilder, Quantization  # noqa: E402
 from perf.models import interpreter  # noqa: E402
 from perf.timing import interleaved  # noqa: E402
 
@@ -57,22 +58,55 @@ def conv_model(shape: tuple[int, ...], kernel: int, stride: int, chain: bool) ->
     return b.to_bytes()
 
 
+def int8_conv_model(shape: tuple[int, ...], kernel: int, stride: int, chain: bool) -> bytes:
+    """The int8 DEPTHWISE_CONV_2D over `shape` (weights per output channel, as the converter
+    quantizes them), maybe with a residual ADD and a HARD_SWISH after it."""
+    rng = np.random.default_rng(0)
+    channels = shape[3]
+    q = Quantization.per_tensor
+    scales = (0.01 * rng.uniform(0.5, 2.0, channels)).astype(np.float32)
+    b = ModelBuilder()
+    x = b.input("x", shape, np.int8, q(0.05, -3))
+    weights = b.const("weights", rng.integers(-127, 128, (1, kernel, kernel, channels))
+                      .astype(np.int8), Quantization(scales, np.zeros(channels, np.int64), 3))
+    bias = b.const("bias", rng.integers(-2000, 2000, channels).astype(np.int32),
+                   Quantization(scales * np.float32(0.05), np.zeros(channels, np.int64), 0))
+    out = conv_output_shape(shape, (1, kernel, kernel, channels),
+                            {"padding": "same", "strides": (stride, stride),
+                             "dilations": (1, 1)})
+    y = b.op("DEPTHWISE_CONV_2D", [x, weights, bias],
+             {"padding": 0, "stride_w": stride, "stride_h": stride, "depth_multiplier": 1,
+              "fused_activation_function": 0, "dilation_w_factor": 1,
+              "dilation_h_factor": 1}, shape=out, name="conv", quantization=q(0.1, 2))
+    if chain and stride == 1:
+        y = b.op("ADD", [y, x], {"fused_activation_function": 0}, quantization=q(0.12, 1))
+        y = b.op("HARD_SWISH", [y], quantization=q(0.1, -20))
+    b.output(y)
+    return b.to_bytes()
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=31)
     parser.add_argument("--chain", action="store_true", help="also the +chain models")
+    parser.add_argument("--int8", action="store_true", help="int8 models instead of float32")
+    parser.add_argument("--kernels", type=int, nargs="+", help="only these kernel sizes")
     args = parser.parse_args()
     print(f"{'case':<32} {'litert_us':>10} {'fused_us':>10} {'ratio':>7}")
     for shape, kernel, stride in CASES:
+        if args.kernels and kernel not in args.kernels:
+            continue
         for chain in (False, True) if args.chain else (False,):
             if chain and stride != 1:
                 continue
-            model = conv_model(shape, kernel, stride, chain)
+            model = (int8_conv_model if args.int8 else conv_model)(shape, kernel, stride, chain)
             litert = interpreter(model, 1)
             delegate = FusionDelegate(min_speedup=0.0)
             fused = interpreter(model, 1, delegate)
             assert delegate.kernels, f"not claimed: {delegate.claims}"
-            x = np.random.default_rng(1).standard_normal(shape).astype(np.float32)
+            x = (np.random.default_rng(1).integers(-128, 128, shape).astype(np.int8)
+                 if args.int8 else np.random.default_rng(1).standard_normal(shape)
+                 .astype(np.float32))
             for it in (litert, fused):
                 it.set_tensor(it.get_input_details()[0]["index"], x)
             times = interleaved({"litert": litert.invoke, "fused": fused.invoke},

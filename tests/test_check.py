@@ -98,7 +98,7 @@ def test_check_finds_an_injected_fault_names_the_partition_and_saves_the_input(m
     assert re.search(r"MISMATCH, \d+ of \d+ elements beyond tolerance", out)
     assert re.search(r"worst at \(.*\): got .*, want .*: \d+ (ulp|LSB), .* absolute; "
                      r"tolerance 0 \(bit-exact\)", out)
-    assert re.search(r"partition 0 \(nodes [\d,]+: [A-Z_ ]+\) is responsible; to run without "
+    assert re.search(r"partition 0 \(nodes [\d,]+: [A-Z0-9_ ]+\) is responsible; to run without "
                      r"it pass exclude_nodes=\"[\d,]+\"", out)
     assert failing.is_file() and f"--inputs {failing}" in out
     if fault == "round:MUL":   # the saved input replays: diff with the fault sees the error

@@ -8,7 +8,7 @@ from codegen.nests import RowsNest, StencilNest
 from codegen.window import conv_output_shape
 from conftest import builtin_interpreter, run, same_bits
 from fusion_delegate import FusionDelegate
-from fusion_delegate.model import ModelBuilder, Quantization
+from fusion_delegate.model import ModelBuilder
 from fusion_delegate.testing import assert_equivalent
 
 NONE, RELU, RELU_N1_TO_1, RELU6 = 0, 1, 2, 3
@@ -189,19 +189,6 @@ def test_the_kernel_reads_like_the_loop(cache_dir):
         assert line in lines, line
 
 
-def int8_conv() -> bytes:
-    q = Quantization.per_tensor
-    b = ModelBuilder()
-    x = b.input("x", (1, 8, 8, 16), np.int8, q(0.05, 0))
-    weights = b.const("w", np.ones((1, 3, 3, 16), np.int8), q(0.01, 0))
-    bias = b.const("b", np.zeros(16, np.int32), q(0.0005, 0))
-    b.output(b.op("DEPTHWISE_CONV_2D", [x, weights, bias],
-                  {"padding": SAME, "stride_w": 1, "stride_h": 1, "depth_multiplier": 1,
-                   "fused_activation_function": NONE, "dilation_w_factor": 1,
-                   "dilation_h_factor": 1}, shape=(1, 8, 8, 16), quantization=q(0.1, 0)))
-    return b.to_bytes()
-
-
 def runtime_weights() -> bytes:
     b = ModelBuilder()
     x, weights = b.input("x", (1, 8, 8, 16)), b.input("w", (1, 3, 3, 16))
@@ -224,7 +211,6 @@ def without_bias() -> bytes:
 
 
 @pytest.mark.parametrize("model, reason", [
-    (int8_conv, "DEPTHWISE_CONV_2D data of dtype int8 not supported (float32 only)"),
     (runtime_weights, "DEPTHWISE_CONV_2D weights or bias not constant"),
     (without_bias, "DEPTHWISE_CONV_2D without a bias not supported"),
 ])
