@@ -21,7 +21,7 @@ from codegen.quant_rows import ROW_OP_OUTPUTS, reduction_unsupported, row_op_uns
 from codegen.quant_support import quant_unsupported
 from codegen.window import conv_output_shape
 
-from . import abi
+from . import abi, runtime
 from .context import Context, NodeInfo, TensorInfo
 from .model import OP_NAMES
 
@@ -34,6 +34,10 @@ REDUCTION_PARAMS = {"SOFTMAX": abi.TfLiteSoftmaxParams, "L2_NORMALIZATION": abi.
                     **{name: abi.TfLiteReducerParams for name in REDUCTION_CODES.values()}}
 #: The ops over windows (codegen.ops.STENCILS), by code, and their TfLitePadding values.
 STENCIL_CODES = {spec.code: name for name, spec in STENCILS.items()}
+#: The runtimes whose depthwise convolution kernels the stencil nest reproduces bit for bit
+#: (tests/test_stencil*.py, run under tests/compat too): tflite-runtime 2.14's float kernel
+#: clamps a NaN sum to FLT_MAX and its int8 kernel rounds the requantization otherwise.
+STENCIL_RUNTIMES = frozenset({"ai-edge-litert"})
 PADDINGS = {1: "same", 2: "valid"}
 
 
@@ -157,6 +161,9 @@ def stencil_reason(context: Context, node: NodeInfo,
     weights [1, KH, KW, C * M] and bias [C * M], SAME or VALID padding, any strides and
     dilations; float32, or int8 with int32 bias bit for bit (codegen.quant_conv)."""
     name = op_name(node)
+    if runtime.NAME not in STENCIL_RUNTIMES:
+        return NotClaimed("{} under {}: reproduced only under {}", name, runtime.RUNTIME,
+                          ", ".join(sorted(STENCIL_RUNTIMES)))
     if len(node.outputs) != 1 or len(node.inputs) not in (2, 3) or min(node.inputs[:2]) < 0:
         return arity_reason(node, 3)
     if len(node.inputs) == 2 or node.inputs[2] < 0:

@@ -7,7 +7,8 @@ import pytest
 from codegen.nests import RowsNest, StencilNest
 from codegen.window import conv_output_shape
 from conftest import builtin_interpreter, run, same_bits
-from fusion_delegate import FusionDelegate
+from fusion_delegate import FusionDelegate, runtime
+from fusion_delegate.claims import STENCIL_RUNTIMES
 from fusion_delegate.model import ModelBuilder
 from fusion_delegate.testing import assert_equivalent
 
@@ -229,3 +230,18 @@ def test_by_default_only_convolutions_of_25_taps_or_more_are_claimed(cache_dir):
     large = FusionDelegate(cache_dir=cache_dir)
     builtin_interpreter(conv_model((1, 16, 16, 32), (5, 5)), [large])
     assert large.claims[0].reason is None and large.kernels
+
+
+def test_convolutions_are_claimed_only_under_the_runtimes_reproduced(cache_dir, rng):
+    """Under a runtime whose kernels compute otherwise (tests/compat runs this under each), the
+    convolution is left to it, saying why, and the model gives that runtime's answers."""
+    model = conv_model((1, 14, 14, 40), (7, 7))
+    delegate, interpreter = fused(model, cache_dir)
+    x = rng.standard_normal((1, 14, 14, 40)).astype(np.float32)
+    x[0, 3, 4, :3] = [np.nan, np.inf, -0.0]
+    assert same_bits(run(interpreter, [x])[0], run(builtin_interpreter(model), [x])[0])
+    if runtime.NAME in STENCIL_RUNTIMES:
+        assert delegate.claims[0].reason is None
+    else:
+        assert delegate.claims[0].reason == (f"DEPTHWISE_CONV_2D under {runtime.RUNTIME}: "
+                                             f"reproduced only under ai-edge-litert")
