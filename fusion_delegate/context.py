@@ -137,8 +137,8 @@ class Context:
         if status != abi.kTfLiteOk:
             raise RuntimeError(f"GetNodeAndRegistration({index}) failed")
         reg, raw = registration.contents, node.contents
-        return NodeInfo(index=index, builtin_code=reg.builtin_code,
-                        custom_name=reg.custom_name.decode("utf-8", "replace") if reg.custom_name else None,
+        custom_name = reg.custom_name.decode("utf-8", "replace") if reg.custom_name else None
+        return NodeInfo(index=index, builtin_code=reg.builtin_code, custom_name=custom_name,
                         version=reg.version, inputs=abi.int_array(raw.inputs),
                         outputs=abi.int_array(raw.outputs),
                         builtin_data=raw.builtin_data or 0)

@@ -2,9 +2,9 @@
 documented tolerances, with hypothesis (fusion_delegate.testing's strategies, `target()` on the
 error in ulps or LSBs, shrinking), within a budget. Inputs you give (`--inputs data.npz`) are
 tried first and seed the search; then fixed probes (edge values filling the inputs, and at the
-same elements of every partition's operands). Prints a verdict per output and per delegated partition (fed
-LiteRT's values at its inputs); on a mismatch, names the partition responsible and saves the
-failing input, which `fusion-delegate diff MODEL --inputs PATH` replays.
+same elements of every partition's operands). Prints a verdict per output and per delegated
+partition (fed LiteRT's values at its inputs); on a mismatch, names the partition responsible
+and saves the failing input, which `fusion-delegate diff MODEL --inputs PATH` replays.
 
 Exit status: 0 equivalent within the budget, 1 a mismatch, 2 a model or inputs that cannot be
 checked (the reference cannot run it, dynamic shapes, string or bool inputs, an .npz whose
