@@ -94,7 +94,13 @@ def search(checker: Checker, model: bytes, seeds: list[list[np.ndarray]], state:
     from ..testing import edge_probes, input_specs, partition_edits, plain, tensor_inputs
     base = seeds[0] if seeds else [plain(spec, np.random.default_rng(0)).reshape(spec.shape)
                                    for spec in input_specs(model)]
-    for inputs, edits in [(inputs, {}) for inputs in seeds] + edge_probes(checker, base):
+    for inputs in seeds:                       # every given input, whatever the budget
+        state.record(checker.compare(inputs))
+        if state.failing:
+            return
+    for inputs, edits in edge_probes(checker, base):
+        if state.over:
+            return
         state.record(checker.compare(inputs, edits))
         if state.failing:
             return
