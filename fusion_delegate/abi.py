@@ -296,24 +296,23 @@ def check_layout() -> None:
 
 def int_array(ptr) -> tuple[int, ...]:
     """A TfLiteIntArray* as a tuple (an empty tuple for NULL)."""
-    if not ptr:
-        return ()
-    address = ctypes.cast(ptr, c_void_p).value
-    size = ctypes.c_int.from_address(address).value
-    if size < 0 or size > 1 << 24:
-        raise AbiMismatchError(f"TfLiteIntArray of size {size} ({runtime_version()})")
-    return tuple((c_int * size).from_address(address + 4))
+    return _array(ptr, c_int, "TfLiteIntArray")
 
 
 def float_array(ptr) -> tuple[float, ...]:
     """A TfLiteFloatArray* as a tuple (an empty tuple for NULL)."""
+    return _array(ptr, c_float, "TfLiteFloatArray")
+
+
+def _array(ptr, item, name: str) -> tuple:
+    """The items of a TfLite array struct: an int size, then the items (4 bytes each)."""
     if not ptr:
         return ()
     address = ctypes.cast(ptr, c_void_p).value
     size = ctypes.c_int.from_address(address).value
     if size < 0 or size > 1 << 24:
-        raise AbiMismatchError(f"TfLiteFloatArray of size {size} ({runtime_version()})")
-    return tuple((ctypes.c_float * size).from_address(address + 4))
+        raise AbiMismatchError(f"{name} of size {size} ({runtime_version()})")
+    return tuple((item * size).from_address(address + 4))
 
 
 class IntArray:
