@@ -45,17 +45,23 @@ def conv_model(shape: tuple[int, ...], kernel: int, stride: int, chain: bool) ->
     weights = b.const("weights", rng.standard_normal((1, kernel, kernel, channels))
                       .astype(np.float32) * 0.1)
     bias = b.const("bias", rng.standard_normal(channels).astype(np.float32))
-    out = conv_output_shape(shape, (1, kernel, kernel, channels),
-                            {"padding": "same", "strides": (stride, stride),
-                             "dilations": (1, 1)})
-    y = b.op("DEPTHWISE_CONV_2D", [x, weights, bias],
-             {"padding": 0, "stride_w": stride, "stride_h": stride, "depth_multiplier": 1,
-              "fused_activation_function": 0, "dilation_w_factor": 1,
-              "dilation_h_factor": 1}, shape=out, name="conv")
+    y = _conv(b, [x, weights, bias], shape, kernel, stride)
     if chain and stride == 1:
         y = b.op("HARD_SWISH", [b.op("ADD", [y, x], {"fused_activation_function": 0})])
     b.output(y)
     return b.to_bytes()
+
+
+def _conv(b: ModelBuilder, inputs: list[int], shape: tuple[int, ...], kernel: int, stride: int,
+          **kwargs) -> int:
+    """A SAME-padded, undilated DEPTHWISE_CONV_2D of `inputs` (data, weights, bias)."""
+    out = conv_output_shape(shape, (1, kernel, kernel, shape[3]),
+                            {"padding": "same", "strides": (stride, stride),
+                             "dilations": (1, 1)})
+    return b.op("DEPTHWISE_CONV_2D", inputs,
+                {"padding": 0, "stride_w": stride, "stride_h": stride, "depth_multiplier": 1,
+                 "fused_activation_function": 0, "dilation_w_factor": 1,
+                 "dilation_h_factor": 1}, shape=out, name="conv", **kwargs)
 
 
 def int8_conv_model(shape: tuple[int, ...], kernel: int, stride: int, chain: bool) -> bytes:
@@ -71,13 +77,7 @@ def int8_conv_model(shape: tuple[int, ...], kernel: int, stride: int, chain: boo
                       .astype(np.int8), Quantization(scales, np.zeros(channels, np.int64), 3))
     bias = b.const("bias", rng.integers(-2000, 2000, channels).astype(np.int32),
                    Quantization(scales * np.float32(0.05), np.zeros(channels, np.int64), 0))
-    out = conv_output_shape(shape, (1, kernel, kernel, channels),
-                            {"padding": "same", "strides": (stride, stride),
-                             "dilations": (1, 1)})
-    y = b.op("DEPTHWISE_CONV_2D", [x, weights, bias],
-             {"padding": 0, "stride_w": stride, "stride_h": stride, "depth_multiplier": 1,
-              "fused_activation_function": 0, "dilation_w_factor": 1,
-              "dilation_h_factor": 1}, shape=out, name="conv", quantization=q(0.1, 2))
+    y = _conv(b, [x, weights, bias], shape, kernel, stride, quantization=q(0.1, 2))
     if chain and stride == 1:
         y = b.op("ADD", [y, x], {"fused_activation_function": 0}, quantization=q(0.12, 1))
         y = b.op("HARD_SWISH", [y], quantization=q(0.1, -20))
