@@ -93,7 +93,7 @@ def search(checker: Checker, model: bytes, seeds: list[list[np.ndarray]], state:
 
     from ..testing import edge_probes, input_specs, partition_edits, plain, tensor_inputs
     base = seeds[0] if seeds else [plain(spec, np.random.default_rng(0)).reshape(spec.shape)
-                                   for spec in input_specs(model)]
+                                   for spec in input_specs(checker.model)]
     for inputs in seeds:                       # every given input, whatever the budget
         state.record(checker.compare(inputs))
         if state.failing:
