@@ -178,7 +178,7 @@ def stencil_reason(context: Context, node: NodeInfo,
         if tensor.is_dynamic or tensor.sparse:
             return NotClaimed("{} tensor {}", "dynamic" if tensor.is_dynamic else "sparse",
                               tensor.name or tensor.index)
-    if not (weights.is_constant and bias.is_constant):
+    if not all(fixed(context, t) for t in (weights, bias)):
         return NotClaimed("{} weights or bias not constant", name)
     if data.is_constant:
         return NotClaimed("{} of a constant tensor", name)
@@ -200,6 +200,18 @@ def stencil_reason(context: Context, node: NodeInfo,
     if quantized:
         return quantized_stencil_reason(context, node, params["activation"])
     return None
+
+
+def fixed(context: Context, tensor: TensorInfo) -> bool:
+    """Whether a tensor is the same at every invoke: a constant, or the float32 DEQUANTIZE of
+    a constant float16 one (a float16 model's weights, which LiteRT converts exactly)."""
+    if tensor.is_constant:
+        return True
+    maker = context.makers.get(tensor.index)
+    return (maker is not None and op_name(maker) == "DEQUANTIZE" and len(maker.inputs) == 1
+            and tensor.type_name.lower() == "float32"
+            and context.tensor(maker.inputs[0]).type_name.lower() == "float16"
+            and context.tensor(maker.inputs[0]).is_constant)
 
 
 def quantized_stencil_reason(context: Context, node: NodeInfo,

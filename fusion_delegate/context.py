@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import ctypes
+import functools
 from ctypes import POINTER, byref, c_int, c_void_p
 from dataclasses import dataclass
 
@@ -128,6 +129,12 @@ class Context:
         if self._function("GetExecutionPlan")(self.pointer, byref(plan)) != abi.kTfLiteOk:
             raise RuntimeError("GetExecutionPlan failed")
         return abi.int_array(plan)
+
+    @functools.cached_property
+    def makers(self) -> dict[int, NodeInfo]:
+        """The node of the execution plan that writes each tensor, as the plan stands when first
+        asked (a Context lives for one callback)."""
+        return {t: node for node in map(self.node, self.execution_plan()) for t in node.outputs}
 
     def node(self, index: int) -> NodeInfo:
         node = POINTER(abi.TfLiteNode)()

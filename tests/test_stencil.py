@@ -245,3 +245,25 @@ def test_convolutions_are_claimed_only_under_the_runtimes_reproduced(cache_dir, 
     else:
         assert delegate.claims[0].reason == (f"DEPTHWISE_CONV_2D under {runtime.RUNTIME}: "
                                              f"reproduced only under ai-edge-litert")
+
+
+def test_float16_weights_are_claimed_through_their_dequantize(cache_dir, rng):
+    """A float16 model's weights and bias reach the convolution through DEQUANTIZE, which LiteRT
+    converts exactly once per invoke: the convolution is claimed and reads what the DEQUANTIZEs
+    (left to LiteRT) wrote, giving LiteRT's sums bit for bit."""
+    shape, channels = (1, 12, 12, 24), 24
+    b = ModelBuilder()
+    weights = rng.standard_normal((1, 5, 5, channels)).astype(np.float16)
+    bias = rng.standard_normal(channels).astype(np.float16)
+    halves = [b.op("DEQUANTIZE", [b.const(name, array)], dtype=np.float32, name=f"{name}32")
+              for name, array in (("w16", weights), ("b16", bias))]
+    b.output(b.op("DEPTHWISE_CONV_2D", [b.input("x", shape), *halves],
+                  {"padding": SAME, "stride_w": 1, "stride_h": 1, "depth_multiplier": 1,
+                   "fused_activation_function": RELU6, "dilation_w_factor": 1,
+                   "dilation_h_factor": 1}, shape=shape))
+    model = b.to_bytes()
+    delegate, interpreter = fused(model, cache_dir)
+    assert [c.reason is None for c in delegate.claims.values()] == [False, False, True]
+    x = (rng.standard_normal(shape) * 4).astype(np.float32)
+    x[0, 2, 3, :2] = [np.nan, -0.0]
+    assert same_bits(run(interpreter, [x])[0], run(builtin_interpreter(model), [x])[0])
