@@ -163,7 +163,7 @@ class CaseResult:
 
 
 def relative_error(got: np.ndarray, ref: np.ndarray) -> float:
-    scale = float(np.max(np.abs(ref))) or 1.0
+    scale = float(np.max(np.abs(ref.astype(np.float64)))) or 1.0   # int8: |-128| is 128
     return float(np.max(np.abs(got.astype(np.float64) - ref))) / scale
 
 
