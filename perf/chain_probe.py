@@ -46,7 +46,7 @@ if str(ROOT) not in sys.path:
 
 from perf import peers  # noqa: E402
 
-PINNED = peers.configure(1) if peers.jax_version() else None
+PINNED = peers.configure(1) if peers.installed(peers.JAX) else None
 
 import numpy as np  # noqa: E402
 
@@ -616,7 +616,7 @@ def main(argv=None) -> None:
                     stem = args.asm / f"{name}_{size_name(elements)}_{label}"
                     stem.with_suffix(".py").write_text(source)
                     stem.with_suffix(".s").write_text(asm)
-            if not args.no_jax and peers.jax_version():
+            if not args.no_jax and peers.installed(peers.JAX):
                 try:
                     methods["jax"] = peers.jax_peer(case.model, case.inputs)
                 except peers.Unsupported as reason:

@@ -8,6 +8,8 @@ invoke, at each thread count. Then, per partition: every partition the delegate 
 `delegate.predictions`) against the measured gain of claiming it, timed in its neighbourhood: a
 model of the partition's nodes, the nodes making their inputs and those reading their outputs
 (`fusion_delegate.model.extract`), without the delegate / with only that partition claimed.
+When openvino is installed, the same .tflite compiled by OpenVINO (perf/peers.py) is timed in
+the same rounds, on the same thread count, its outputs set against LiteRT default's.
 
 Writes a fixed-width table to stdout and perf/MODELS.md (`--out`), with the machine.
 """
@@ -35,14 +37,16 @@ from fusion_delegate import FusionDelegate  # noqa: E402
 from fusion_delegate.model import Subgraph, boundary, extract, read_model, write_model  # noqa: E402
 from fusion_delegate.options import FusionOptions  # noqa: E402
 from fusion_delegate.policy import MIN_SAVING_US, THREADED_MIN_SPEEDUP, ClaimPolicy  # noqa: E402
-from fusion_delegate.tools.runner import random_inputs, set_inputs  # noqa: E402
-from perf.suite import cpu_info, fixed_width, markdown, versions  # noqa: E402
+from fusion_delegate.tools.runner import outputs, random_inputs, set_inputs  # noqa: E402
+from perf import peers  # noqa: E402
+from perf.suite import cpu_info, fixed_width, markdown, relative_error, versions  # noqa: E402
 from perf.timing import MIN_ROUNDS, Samples, interleaved  # noqa: E402
 
 CORPUS = Path(os.environ.get("FUSION_CORPUS_DIR") or ROOT / "tests" / "models" / "corpus")
 MIN_SPEEDUP = FusionOptions().min_speedup      # what the default options claim from
 LITERT, LITERT_TWIN, DELEGATE = "litert_default", "litert_twin", "delegate_defaults"
 NONE, TWIN = "none", "none_twin"
+OPENVINO = peers.OPENVINO
 #: Either decision on a partition saving less than this is a tie (a squeeze-excite's swish of
 #: a few elements): a model invoke costs more than its variation here.
 TIE_US = 0.1
@@ -54,6 +58,7 @@ class Config:
     batch_seconds: float        # a model invoke is longer: one invoke per batch
     model_seconds: float        # timing budget per model and thread count
     partition_seconds: float    # timing budget per partition, in its neighbourhood
+    openvino: bool = False      # time OpenVINO beside LiteRT (perf/peers.py)
 
 
 # ------------------------------------------------------------------------------ interpreters
@@ -77,6 +82,18 @@ def claimed_nodes(delegate: FusionDelegate) -> int:
     return sum(c.reason is None for c in delegate.claims.values())
 
 
+def openvino_peer(data: bytes, it: Interpreter, threads: int) -> tuple[peers.OpenVinoPeer, float]:
+    """OpenVINO's peer of the model with the inputs set in `it` (LiteRT), and how far its
+    outputs are from `it`'s: the largest max |openvino - litert| / max |litert| over the
+    outputs. Raises peers.Unsupported with the reason it cannot run the model."""
+    inputs = {d["name"]: it.get_tensor(d["index"]) for d in it.get_input_details()}
+    peer = peers.openvino_peer(data, inputs, threads)
+    it.invoke()
+    names = [d["name"] for d in it.get_output_details()]
+    return peer, max(relative_error(got, ref)
+                     for got, ref in zip(peer.outputs(names), outputs(it)))
+
+
 # ------------------------------------------------------------------------------------ models
 
 @dataclass
@@ -89,6 +106,8 @@ class ModelResult:
     partitions: int = 0
     times: dict[str, Samples] = field(default_factory=dict)   # seconds per invoke
     error: str | None = None
+    openvino_rel_err: float | None = None   # vs LiteRT default, when OpenVINO ran it
+    openvino_skipped: str = ""              # why OpenVINO was not timed ("" if it was or is off)
 
     @property
     def litert(self) -> float:
@@ -98,6 +117,11 @@ class ModelResult:
     @property
     def speedup(self) -> float:
         return self.litert / self.times[DELEGATE].median
+
+    @property
+    def openvino_speedup(self) -> float | None:
+        """LiteRT default / OpenVINO (above 1: OpenVINO is faster); None: not timed."""
+        return self.litert / self.times[OPENVINO].median if OPENVINO in self.times else None
 
     @property
     def twins(self) -> float:
@@ -120,9 +144,13 @@ def time_model(model: dict, data: bytes, threads: int, config: Config) -> ModelR
     result.partitions = len(delegate.last_partitions)
     for it in (plain, twin, fused):
         set_inputs(it, inputs)
-    result.times = interleaved(
-        {LITERT: plain.invoke, LITERT_TWIN: twin.invoke, DELEGATE: fused.invoke},
-        config.rounds, config.batch_seconds, config.model_seconds)
+    methods = {LITERT: plain.invoke, LITERT_TWIN: twin.invoke, DELEGATE: fused.invoke}
+    if config.openvino:
+        try:
+            methods[OPENVINO], result.openvino_rel_err = openvino_peer(data, plain, threads)
+        except peers.Unsupported as reason:
+            result.openvino_skipped = str(reason)
+    result.times = interleaved(methods, config.rounds, config.batch_seconds, config.model_seconds)
     return result
 
 
@@ -267,22 +295,43 @@ def geomean(values: list[float]) -> float:
 
 MODEL_COLUMNS = ("model", "variant", "claimed/nodes", "partitions", "litert_ms", "delegate_ms",
                  "speedup", "twins%", "iqr%")
+OPENVINO_COLUMNS = MODEL_COLUMNS + ("openvino_ms", "ov_speedup", "ov_rel_err")
 
 
-def model_rows(results: list[ModelResult]) -> list[tuple]:
+def model_columns(results: list[ModelResult]) -> tuple[str, ...]:
+    """The models table's columns: OpenVINO's when it was tried on any model."""
+    tried = any(OPENVINO in r.times or r.openvino_skipped for r in results)
+    return OPENVINO_COLUMNS if tried else MODEL_COLUMNS
+
+
+def openvino_cells(r: ModelResult) -> tuple[str, str, str]:
+    """openvino_ms, ov_speedup (LiteRT default / OpenVINO), ov_rel_err; or why it is absent."""
+    if r.openvino_speedup is None:
+        return "-", f"skipped: {r.openvino_skipped}" if r.openvino_skipped else "-", ""
+    return (f"{r.times[OPENVINO].median * 1e3:.2f}", f"{r.openvino_speedup:.3f}x",
+            f"{r.openvino_rel_err:.1e}")
+
+
+def model_rows(results: list[ModelResult], with_openvino: bool = False) -> list[tuple]:
+    """One row per model, then the geomeans (OpenVINO's over the models it ran)."""
     rows = []
     for r in results:
         if r.error:
-            rows.append((r.model, r.variant, "-", "-", "-", "-", f"error: {r.error}", "", ""))
+            rows.append((r.model, r.variant, "-", "-", "-", "-", f"error: {r.error}", "", "")
+                        + (openvino_cells(r) if with_openvino else ()))
             continue
         spread = max(r.times[LITERT].spread, r.times[DELEGATE].spread)
         rows.append((r.model, r.variant, f"{r.claimed}/{r.nodes}", r.partitions,
                      f"{r.litert * 1e3:.2f}", f"{r.times[DELEGATE].median * 1e3:.2f}",
-                     f"{r.speedup:.3f}x", f"{100 * r.twins:.1f}", f"{100 * spread:.0f}"))
+                     f"{r.speedup:.3f}x", f"{100 * r.twins:.1f}", f"{100 * spread:.0f}")
+                    + (openvino_cells(r) if with_openvino else ()))
     speedups = [r.speedup for r in results if not r.error]
+    theirs = [r.openvino_speedup for r in results if r.openvino_speedup is not None]
     if speedups:
         rows.append(("geomean", f"{len(speedups)} models", "", "", "", "",
-                     f"{geomean(speedups):.3f}x", "", ""))
+                     f"{geomean(speedups):.3f}x", "", "")
+                    + ((f"{len(theirs)} models", f"{geomean(theirs):.3f}x" if theirs else "-",
+                        "") if with_openvino else ()))
     return rows
 
 
@@ -352,6 +401,15 @@ Interpreters of one model differ only in where their memory landed, and that alo
 time by this much: a speedup closer to 1 than `twins%` (a model where nothing is claimed, above
 all) is not a measured difference."""
 
+OPENVINO_LEGEND = """\
+`openvino_ms` is the same .tflite read and compiled by OpenVINO's CPU plugin (perf/peers.py:
+`INFERENCE_PRECISION_HINT` f32, `INFERENCE_NUM_THREADS` the thread count of the table, its
+other settings its defaults), inputs set once, `infer()` per call, timed in the same rounds;
+`ov_speedup` = litert_ms / openvino_ms (above 1: OpenVINO is faster than LiteRT default; the
+delegate's own `speedup` sets it against the delegate); `ov_rel_err`: the largest max
+|openvino - litert| / max |litert| over the model's outputs, on the same inputs. `skipped`:
+what OpenVINO said when it could not read, compile or run the model."""
+
 PARTITION_LEGEND = f"""\
 Every partition the delegate claims with `min_speedup=0`, timed in its neighbourhood: a model
 of its nodes, the nodes that make their inputs and those that read their outputs (`context`
@@ -375,10 +433,12 @@ counted where the saving exceeds the noise."""
 def write_report(path: Path, meta: dict, models: list[ModelResult],
                  partitions: list[PartitionResult]) -> None:
     parts = ["# fusion-delegate on real models", "\n".join(header(meta))]
+    columns = model_columns(models)
     for threads in meta["threads"]:
+        chosen = [m for m in models if m.threads == threads]
         parts += [f"## {threads} thread{'s' if threads > 1 else ''}",
-                  markdown(MODEL_COLUMNS, model_rows([m for m in models if m.threads == threads]))]
-    parts.append(LEGEND)
+                  markdown(columns, model_rows(chosen, columns == OPENVINO_COLUMNS))]
+    parts.append(LEGEND + ("\n\n" + OPENVINO_LEGEND if columns == OPENVINO_COLUMNS else ""))
     if partitions:
         parts.append("## Per partition: predicted vs measured")
         for threads in meta["threads"]:
@@ -403,6 +463,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--corpus", type=Path, default=CORPUS)
     parser.add_argument("--out", type=Path, default=ROOT / "perf" / "MODELS.md")
     parser.add_argument("--json", type=Path, help="also write the results as JSON here")
+    parser.add_argument("--no-openvino", action="store_true",
+                        help="leave out OpenVINO even when it is installed")
     return parser.parse_args(argv)
 
 
@@ -421,7 +483,8 @@ def main(argv: list[str] | None = None) -> int:
     if not models:
         raise SystemExit(f"no model id matches {args.models!r}")
     config = Config(rounds=args.rounds, batch_seconds=0.002, model_seconds=6.0,
-                    partition_seconds=0.6)
+                    partition_seconds=0.6,
+                    openvino=not args.no_openvino and peers.installed(OPENVINO) is not None)
     started, load = time.perf_counter(), os.getloadavg()[0]
     model_results: list[ModelResult] = []
     partition_results: list[PartitionResult] = []
@@ -430,7 +493,8 @@ def main(argv: list[str] | None = None) -> int:
         for threads in args.threads:
             result = time_model(model, data, threads, config)
             model_results.append(result)
-            done = result.error or f"{result.speedup:.3f}x"
+            done = result.error or (f"{result.speedup:.3f}x" + (
+                f", openvino {openvino_cells(result)[1]}" if config.openvino else ""))
             print(f"  {model['id']} t{threads}: {done} ({time.perf_counter() - started:.0f} s)",
                   file=sys.stderr, flush=True)
             if matches(model["id"], args.partitions):
@@ -444,10 +508,11 @@ def main(argv: list[str] | None = None) -> int:
             "config": asdict(config), "load": (load, os.getloadavg()[0]),
             "seconds": time.perf_counter() - started}
     print("\n".join(header(meta)))
+    columns = model_columns(model_results)
     for threads in args.threads:
         print(f"\n{threads} thread(s):")
-        print(fixed_width(MODEL_COLUMNS,
-                          model_rows([m for m in model_results if m.threads == threads])))
+        print(fixed_width(columns, model_rows([m for m in model_results if m.threads == threads],
+                                              columns == OPENVINO_COLUMNS)))
         chosen = [p for p in partition_results if p.threads == threads]
         if chosen:
             print(fixed_width(PARTITION_COLUMNS, partition_rows(chosen)))

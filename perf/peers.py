@@ -1,4 +1,5 @@
-"""Peers: the suite's workloads under another fusion compiler, jax.jit (XLA's CPU backend).
+"""Peers: the suite's workloads under another fusion compiler, jax.jit (XLA's CPU backend), and
+models under another whole-graph CPU runtime, OpenVINO.
 
 XLA is what a user would reach for instead of the delegate, so perf/suite.py times it beside
 LiteRT when jax is installed (`pip install -e ".[peers]"`; never a runtime dependency). The
@@ -14,11 +15,17 @@ XLA runs on one core when the suite runs on one thread (`configure`, before jax 
 and the process pinned to one core (see `configure`).
 The NONE activation's clamp to +-FLT_MAX is not applied (a jax user writes `a + b`); it only
 changes +-inf, which the workloads' inputs never produce.
+
+OpenVINO (`pip install -e ".[openvino]"`) reads a .tflite file itself, so perf/models.py and
+perf/stencil.py time the very model LiteRT runs, compiled for its CPU plugin with float32
+arithmetic and LiteRT's thread count (`openvino_config`), its inputs set once in its infer
+request and `infer()` per call, as `invoke()` is for LiteRT.
 """
 from __future__ import annotations
 
 import os
 import sys
+import tempfile
 from dataclasses import dataclass
 from importlib.metadata import PackageNotFoundError, version
 from typing import Callable
@@ -28,11 +35,13 @@ import numpy as np
 from fusion_delegate.model import read_model
 
 JAX = "jax"
+OPENVINO = "openvino"
 ONE_THREAD_FLAGS = "--xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1"
 
 
 class Unsupported(Exception):
-    """The model has an op or dtype the jnp translation does not cover (the reason)."""
+    """The peer cannot run the model: an op or dtype the jnp translation does not cover, or
+    what OpenVINO said when it could not read, compile or run it (the reason)."""
 
 
 def configure(threads: int) -> int | None:
@@ -59,10 +68,10 @@ def configure(threads: int) -> int | None:
     return core
 
 
-def jax_version() -> str | None:
-    """The installed jax's version, or None: then the suite has no jax column."""
+def installed(package: str) -> str | None:
+    """The installed peer's version (JAX, OPENVINO), or None: then no column for it."""
     try:
-        return version("jax")
+        return version(package)
     except PackageNotFoundError:
         return None
 
@@ -187,4 +196,59 @@ def jax_peer(model: bytes, inputs: dict[str, np.ndarray]) -> JaxPeer:
     fn, names = jnp_function(model)
     peer = JaxPeer(jax.jit(fn), tuple(jax.device_put(inputs[n]) for n in names))
     peer()
+    return peer
+
+
+# ---------------------------------------------------------------------------------- OpenVINO
+
+def openvino_config(threads: int) -> dict:
+    """float32 arithmetic (the CPU plugin would use bf16 or fp16 where the CPU has them) on
+    LiteRT's thread count; the rest OpenVINO's defaults (latency hint: one stream)."""
+    return {"INFERENCE_PRECISION_HINT": "f32", "INFERENCE_NUM_THREADS": threads}
+
+
+@dataclass(frozen=True)
+class OpenVinoPeer:
+    """A model compiled by OpenVINO for the CPU, its inputs set once in its infer request."""
+    request: object                 # openvino.InferRequest
+
+    def __call__(self):
+        return self.request.infer(share_outputs=True)   # no copy, as invoke() makes none
+
+    def outputs(self, names: list[str]) -> list[np.ndarray]:
+        """Copies of the outputs LiteRT calls `names` (OpenVINO keeps the .tflite's tensor
+        names); raises Unsupported for a name OpenVINO does not have."""
+        ports = {n: port for port in self.request.model_outputs for n in port.get_names()}
+        missing = [n for n in names if n not in ports]
+        if missing:
+            raise Unsupported(f"no output named {missing[0]} (OpenVINO has {sorted(ports)})")
+        return [self.request.get_tensor(ports[n]).data.copy() for n in names]
+
+
+def openvino_peer(model: bytes, inputs: dict[str, np.ndarray], threads: int) -> OpenVinoPeer:
+    """The .tflite model read by OpenVINO's TFLite frontend and compiled for its CPU plugin,
+    `inputs` (by LiteRT's tensor names) set, run once; raises Unsupported with OpenVINO's
+    reason when it cannot read, compile or run it (or is not installed)."""
+    try:
+        import openvino
+
+        core = openvino.Core()
+        with tempfile.NamedTemporaryFile(suffix=".tflite") as handle:   # it reads files only
+            handle.write(model)
+            handle.flush()
+            compiled = core.compile_model(core.read_model(handle.name), "CPU",
+                                          openvino_config(threads))
+        request = compiled.create_infer_request()
+        for port in compiled.inputs:
+            name = next((n for n in port.get_names() if n in inputs), None)
+            if name is None:
+                raise Unsupported(f"no input of {sorted(inputs)} is named {port.get_any_name()}")
+            request.get_tensor(port).data[...] = inputs[name]
+        peer = OpenVinoPeer(request)
+        peer()
+    except Unsupported:
+        raise
+    except Exception as error:  # noqa: BLE001 - the reason goes in the table, the run goes on
+        lines = [line for line in str(error).splitlines() if line.strip()] or [repr(error)]
+        raise Unsupported(f"{type(error).__name__}: {lines[-1].strip()[:160]}") from None
     return peer

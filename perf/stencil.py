@@ -6,7 +6,9 @@ it; with `--int8`, the full-integer int8 convolution (per-channel weights, int32
 chain instead. Each is timed under LiteRT's default path (XNNPACK, perf.models.interpreter) and with
 `FusionDelegate(min_speedup=0)`, which claims it whatever the policy says, in interleaved rounds
 (perf/timing.py), one thread; the ratio is LiteRT's median over the delegate's (the claim
-policy's rule, policy.py, comes from these).
+policy's rule, policy.py, comes from these). When openvino is installed, the model compiled by
+OpenVINO (perf/peers.py, float32, one thread) is timed in the same rounds: `ov_ratio` is
+LiteRT's median over OpenVINO's, `ov_rel_err` max |openvino - litert| / max |litert|.
 """
 from __future__ import annotations
 
@@ -23,7 +25,8 @@ import numpy as np  # noqa: E402
 from codegen.window import conv_output_shape  # noqa: E402
 from fusion_delegate import FusionDelegate  # noqa: E402
 from fusion_delegate.model import ModelBuilder, Quantization  # noqa: E402
-from perf.models import interpreter  # noqa: E402
+from perf import peers  # noqa: E402
+from perf.models import interpreter, openvino_peer  # noqa: E402
 from perf.timing import interleaved  # noqa: E402
 
 #: (input shape, kernel size, stride): the corpus's shapes (convnext_small's are its own).
@@ -85,14 +88,42 @@ def int8_conv_model(shape: tuple[int, ...], kernel: int, stride: int, chain: boo
     return b.to_bytes()
 
 
+def time_case(model: bytes, x: np.ndarray, rounds: int, with_openvino: bool) -> str:
+    """The case's columns after its name: LiteRT, the delegate, their ratio, then OpenVINO's
+    time, ratio and error (or why it was skipped) when `with_openvino`."""
+    litert = interpreter(model, 1)
+    delegate = FusionDelegate(min_speedup=0.0)
+    fused = interpreter(model, 1, delegate)
+    assert delegate.kernels, f"not claimed: {delegate.claims}"
+    for it in (litert, fused):
+        it.set_tensor(it.get_input_details()[0]["index"], x)
+    methods, note = {"litert": litert.invoke, "fused": fused.invoke}, ""
+    if with_openvino:
+        try:
+            methods["openvino"], error = openvino_peer(model, litert, 1)
+        except peers.Unsupported as reason:
+            note = f" openvino skipped: {reason}"
+    times = interleaved(methods, rounds, 0.02)
+    a, b = times["litert"].median * 1e6, times["fused"].median * 1e6
+    line = f"{a:>10.1f} {b:>10.1f} {a / b:>6.2f}x"
+    if "openvino" in times:
+        c = times["openvino"].median * 1e6
+        line += f" {c:>11.1f} {a / c:>7.2f}x {error:>10.1e}"
+    return line + note
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=31)
     parser.add_argument("--chain", action="store_true", help="also the +chain models")
     parser.add_argument("--int8", action="store_true", help="int8 models instead of float32")
     parser.add_argument("--kernels", type=int, nargs="+", help="only these kernel sizes")
+    parser.add_argument("--no-openvino", action="store_true",
+                        help="leave out OpenVINO even when it is installed")
     args = parser.parse_args()
-    print(f"{'case':<32} {'litert_us':>10} {'fused_us':>10} {'ratio':>7}")
+    with_openvino = not args.no_openvino and peers.installed(peers.OPENVINO) is not None
+    print(f"{'case':<32} {'litert_us':>10} {'fused_us':>10} {'ratio':>7}"
+          + f" {'openvino_us':>11} {'ov_ratio':>8} {'ov_rel_err':>10}" * with_openvino)
     for shape, kernel, stride in CASES:
         if args.kernels and kernel not in args.kernels:
             continue
@@ -100,20 +131,11 @@ def main() -> None:
             if chain and stride != 1:
                 continue
             model = (int8_conv_model if args.int8 else conv_model)(shape, kernel, stride, chain)
-            litert = interpreter(model, 1)
-            delegate = FusionDelegate(min_speedup=0.0)
-            fused = interpreter(model, 1, delegate)
-            assert delegate.kernels, f"not claimed: {delegate.claims}"
             x = (np.random.default_rng(1).integers(-128, 128, shape).astype(np.int8)
                  if args.int8 else np.random.default_rng(1).standard_normal(shape)
                  .astype(np.float32))
-            for it in (litert, fused):
-                it.set_tensor(it.get_input_details()[0]["index"], x)
-            times = interleaved({"litert": litert.invoke, "fused": fused.invoke},
-                                args.rounds, 0.02)
-            a, b = times["litert"].median * 1e6, times["fused"].median * 1e6
             name = f"{list(shape)} {kernel}x{kernel} s{stride}{' +chain' * chain}"
-            print(f"{name:<32} {a:>10.1f} {b:>10.1f} {a / b:>6.2f}x", flush=True)
+            print(f"{name:<32} {time_case(model, x, args.rounds, with_openvino)}", flush=True)
 
 
 if __name__ == "__main__":

@@ -163,7 +163,7 @@ class CaseResult:
 
 
 def relative_error(got: np.ndarray, ref: np.ndarray) -> float:
-    scale = float(np.max(np.abs(ref))) or 1.0
+    scale = float(np.max(np.abs(ref.astype(np.float64)))) or 1.0   # int8: |-128| is 128
     return float(np.max(np.abs(got.astype(np.float64) - ref))) / scale
 
 
@@ -241,7 +241,7 @@ def versions() -> dict[str, str]:
             "numba": version("numba"), "llvmlite": version("llvmlite"),
             "ai-edge-litert": version("ai-edge-litert"),
             "fusion_delegate": f"{fusion_delegate.__version__} ({commit or 'no git'})",
-            **({"jax": peers.jax_version()} if peers.jax_version() else {})}
+            **{peer: v for peer in (peers.JAX, peers.OPENVINO) if (v := peers.installed(peer))}}
 
 
 # ----------------------------------------------------------------------------------- report
@@ -498,7 +498,7 @@ def main(argv: list[str] | None = None) -> None:
         probe_init(*args.probe_init, args.threads)
         return
     preset = QUICK if args.quick else FULL
-    jax = not args.no_jax and peers.jax_version() is not None
+    jax = not args.no_jax and peers.installed(peers.JAX) is not None
     pinned = peers.configure(args.threads) if jax else None   # before jax is imported
     config = Config(**{**preset, "sizes": tuple(args.sizes or preset["sizes"])},
                     threads=args.threads, jax=jax, pinned_core=pinned)
