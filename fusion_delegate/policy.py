@@ -38,6 +38,9 @@ STENCIL_MIN_TAPS = 25
 #: made EfficientNet-B0 int8 slower (1.09x -> 1.00x); the 7x7 ones, an IGEMM in XNNPACK, run
 #: 10-27x faster fused (perf/README.md, "Depthwise convolutions").
 STENCIL_MIN_TAPS_INT8 = 49
+#: The same at more than one thread: XNNPACK splits a 5x5 one over its pool, and claimed, they
+#: made MobileNetV3 and EfficientNet-B0 float32 slower at 2 threads (perf/README.md).
+STENCIL_MIN_TAPS_THREADED = 49
 
 
 @dataclass(frozen=True)
@@ -56,12 +59,15 @@ class ClaimPolicy:
         x = context.tensor(node.inputs[0])
         if node.builtin_code in STENCIL_CODES:
             taps = math.prod(context.tensor(node.inputs[1]).shape[1:3])
-            least = STENCIL_MIN_TAPS if qparams(x) is None else STENCIL_MIN_TAPS_INT8
+            threaded = context.num_threads > 1
+            least = (STENCIL_MIN_TAPS_INT8 if qparams(x) is not None else
+                     STENCIL_MIN_TAPS_THREADED if threaded else STENCIL_MIN_TAPS)
             if taps < least:
                 kind = "" if qparams(x) is None else f"{x.type_name.lower()} "
-                return NotClaimed("{} {}of {} taps left to XNNPACK, faster than fused below {} "
+                where = f" at {context.num_threads} threads" if threaded else ""
+                return NotClaimed("{} {}of {} taps left to XNNPACK, faster than fused below {}{} "
                                   "(claimed with min_speedup=0)", op_name(node), kind, taps,
-                                  least)
+                                  least, where)
             return None
         if node.builtin_code in REDUCTION_CODES and qparams(x) is not None:
             return NotClaimed("{} {} left to XNNPACK, faster than fused (claimed with "
