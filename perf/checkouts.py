@@ -78,6 +78,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, default=Path("checkouts"))
     args = parser.parse_args(argv)
     sides = {"before": args.before.resolve(), "after": args.after.resolve()}
+    out_dir = args.out.resolve()              # the scripts run in the checkouts' directories
     ratios: dict[tuple, list[float]] = {}
     twins: list[float] = []
     for repeat in range(args.repeat):
@@ -85,11 +86,11 @@ def main(argv: list[str] | None = None) -> int:
             order = list(sides) if (number + repeat) % 2 == 0 else list(sides)[::-1]
             found = {}
             for side in order:
-                out = args.out / str(repeat) / f"{side}_{name}.json"
+                out = out_dir / str(repeat) / f"{side}_{name}.json"
                 out.parent.mkdir(parents=True, exist_ok=True)
                 found[side] = speedups(run(sides[side], script, script_args, out), script)
             for key in sorted(found["before"].keys() & found["after"].keys(), key=str):
-                (before, twin_before), (after, twin_after) = found["before"][key], found["after"][key]
+                (before, twin_before), (after, twin_after) = (found[side][key] for side in sides)
                 ratios.setdefault((script, *key), []).append(after / before)
                 twins += [twin_before, twin_after]
                 print(f"{' '.join(map(str, key)):44s} before {before:6.3f}x  after {after:6.3f}x"
