@@ -208,10 +208,11 @@ def fixed(context: Context, tensor: TensorInfo) -> bool:
     if tensor.is_constant:
         return True
     maker = context.makers.get(tensor.index)
-    return (maker is not None and op_name(maker) == "DEQUANTIZE" and len(maker.inputs) == 1
-            and tensor.type_name.lower() == "float32"
-            and context.tensor(maker.inputs[0]).type_name.lower() == "float16"
-            and context.tensor(maker.inputs[0]).is_constant)
+    if (maker is None or op_name(maker) != "DEQUANTIZE" or len(maker.inputs) != 1
+            or tensor.type_name.lower() != "float32"):
+        return False
+    source = context.tensor(maker.inputs[0])
+    return source.type_name.lower() == "float16" and source.is_constant
 
 
 def quantized_stencil_reason(context: Context, node: NodeInfo,
