@@ -177,8 +177,8 @@ class KernelCache:
     def uncompiled(self, kernels: list[tuple[str, str]]) -> list[Path]:
         """The module files of those (name, source) kernels that are neither in memory nor on
         disk, written out so that another process can compile them into this cache."""
-        missing = [(name, source, key) for name, source in kernels
-                   if (key := cache_key(source)) not in self._kernels]
+        missing = list({key: (name, source, key) for name, source in kernels
+                        if (key := cache_key(source)) not in self._kernels}.values())
         if not missing:
             return []
         directory, shipped = self._directories()

@@ -44,7 +44,7 @@ def expand(ir: KernelIR) -> KernelIR:
 
         def tensor(label: str, shape: tuple[int, ...]) -> int:
             nonlocal next_id
-            values[next_id] = Value(next_id, f"{out.name}_{label}", shape)
+            values[next_id] = Value(next_id, shape)
             names[label], next_id = next_id, next_id + 1
             return next_id - 1
 

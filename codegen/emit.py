@@ -411,17 +411,16 @@ def nest_comment(names: dict[int, str], nest: Nest, number: int, how: str = "") 
 
 
 def op_title(op: Op) -> str:
-    """The op, or for a kernel op what it computes: `LUT(HARD_SWISH 4, RELU 5)`, or the
-    helper it calls when it computes part of a node: `QCALL(add_block_input)` (a LUT
-    computing part of a node: `LUT(part)`)."""
+    """The op, or for a kernel op what it computes: `LUT(HARD_SWISH, RELU)`, or the helper it
+    calls when it computes part of a node: `QCALL(add_block_input)` (a LUT computing part of a
+    node: `LUT(part)`). Node numbers are left to the partition's legend (codegen.render)."""
     params = dict(op.params)
     source = params.get("source")
     if source is None:
         return op.op
     if not source:
         return f"{op.op}({params.get('call', 'part')})"
-    nodes = ", ".join(f"{name} {node}" for node, name in source)
-    return f"{op.op}({nodes})"
+    return f"{op.op}({', '.join(name for _, name in source)})"
 
 
 def index(nest: Nest, tensor: int, inner: bool = True, row: int = 0) -> str:

@@ -23,7 +23,6 @@ DTYPES = ("float32", "int8", "uint8", "int32")
 class Value:
     """A tensor the kernel reads, computes or writes."""
     tensor: int                       # tensor index in the model
-    name: str                         # the model's tensor name (for readable identifiers)
     shape: tuple[int, ...]
     literal: float | int | None = None  # a one-element constant, emitted as a literal
     dtype: str = "float32"            # one of DTYPES
@@ -76,13 +75,18 @@ class Op:
 
 @dataclass(frozen=True)
 class KernelIR:
-    """A partition ready to render: values by tensor id, ops in topological order."""
-    partition: int
+    """A partition ready to render: values by tensor id, ops in topological order.
+
+    Nothing in it names the partition or the model: partitions that compute the same thing
+    have equal IRs up to tensor ids, and one compiled kernel (whose source names no tensor id)
+    serves them all."""
     values: tuple[Value, ...]
     ops: tuple[Op, ...]
     inputs: tuple[int, ...]           # read from memory (non-literal partition inputs)
-    outputs: tuple[int, ...]          # written to memory
-    model: str = ""
+    outputs: tuple[int, ...]          # written to memory, in the delegate node's output order
+    #: The delegate node's inputs (`node->inputs`), where the kernel finds its own `inputs`;
+    #: empty means `inputs` themselves.
+    node_inputs: tuple[int, ...] = ()
     threads: int = 1                  # the outer loop may be split over this many threads
     precision: str = "exact"          # codegen.ops.PRECISIONS: which math the ops render
     _by_tensor: dict = field(default=None, compare=False, hash=False, repr=False)
@@ -93,6 +97,14 @@ class KernelIR:
     def value(self, tensor: int) -> Value:
         return self._by_tensor[tensor]
 
+    def node_position(self, tensor: int) -> tuple[str, int]:
+        """Where the delegate node lists a tensor the kernel reads or writes: ("inputs", i)
+        or ("outputs", i)."""
+        node_inputs = self.node_inputs or self.inputs
+        if tensor in node_inputs:
+            return "inputs", node_inputs.index(tensor)
+        return "outputs", self.outputs.index(tensor)
+
     @property
     def name(self) -> str:
         """Named after what it fuses, like Inductor's cpp_fused_add_relu_0."""
@@ -100,7 +112,7 @@ class KernelIR:
         for name in (name.lower() for op in self.ops for name in op.source_ops):
             if name not in ops:
                 ops.append(name)
-        return f"p{self.partition}_" + "_".join(ops[:4]) + ("_etc" if len(ops) > 4 else "")
+        return "fused_" + "_".join(ops[:4]) + ("_etc" if len(ops) > 4 else "")
 
     def bytes_moved(self) -> int:
         """Bytes read and written once each: the memory-bandwidth lower bound of the kernel."""

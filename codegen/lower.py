@@ -76,7 +76,7 @@ def _kernel_value(source: Value, op: Op) -> Value:
     shape = source.shape
     if op.reduction:
         shape = reduced_shape(source.shape, params["axes"], params["keep_dims"])
-    return Value(op.output, f"{source.name}_{label}", shape, dtype=dtype)
+    return Value(op.output, shape, dtype=dtype)
 
 
 def _made(label: str, dtype: str) -> tuple:

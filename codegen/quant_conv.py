@@ -22,6 +22,7 @@ result is the wrap-around of C's undefined behaviour: such a convolution is not 
 """
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 import numpy as np
@@ -71,10 +72,12 @@ def sum_bound(data: QParams, weights: np.ndarray, bias: np.ndarray) -> int:
     return int(channel_sums(data, weights, bias).max(initial=0))
 
 
+@functools.lru_cache(maxsize=4096)
 def prepare_depthwise(data: QParams, filter_scales: tuple[float, ...], output: QParams,
                       activation: int, channels: int, bound: int = 1 << 31) -> DepthwiseRequant:
     """PopulateConvolutionQuantizationParams for `channels` output channels (QuantError
-    where Prepare fails); `bound` the sums' (`sum_bound`)."""
+    where Prepare fails); `bound` the sums' (`sum_bound`). Kept for the process: a second
+    interpreter of a model checks its convolutions again."""
     if len(filter_scales) not in (1, channels):
         raise QuantError(f"{len(filter_scales)} filter scales for {channels} channels")
     scales = filter_scales * channels if len(filter_scales) == 1 else filter_scales

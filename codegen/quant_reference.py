@@ -7,6 +7,7 @@ become 256-entry tables (`unary_lookup`), one per path where the paths differ.
 """
 from __future__ import annotations
 
+import functools
 from typing import Sequence
 
 import numpy as np
@@ -272,8 +273,22 @@ def quantize(x: np.ndarray, quant: QParams | ChannelQParams, path: int = REFEREN
 def unary_lookup(op: str, input: QParams, output: QParams | None,
                  params: dict | None = None) -> UnaryLookup:
     """`op` over all 256 inputs as LiteRT computes it (see UnaryLookup). DEQUANTIZE gives
-    float32 tables; everything else tables of the output dtype."""
-    params = params or {}
+    float32 tables; everything else tables of the output dtype. Kept for the process, its
+    tables read-only: a second interpreter of a model checks its ops again."""
+    return _kept_lookup(op, input, output, tuple(sorted((params or {}).items())))
+
+
+@functools.lru_cache(maxsize=4096)
+def _kept_lookup(op: str, input: QParams, output: QParams | None,
+                 params: tuple) -> UnaryLookup:
+    lookup = _lookup(op, input, output, dict(params))
+    for table in (lookup.table, lookup.block_table, lookup.invalid):
+        if table is not None:
+            table.setflags(write=False)
+    return lookup
+
+
+def _lookup(op: str, input: QParams, output: QParams | None, params: dict) -> UnaryLookup:
     if op in ("QUANTIZE", "DEQUANTIZE"):
         tables = []
         for path in (REFERENCE, ELEMENTWISE_BLOCK):

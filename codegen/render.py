@@ -41,6 +41,8 @@ class TensorTableLayout:
     context_tensors_offset: int
     tensor_size: int
     tensor_data_offset: int
+    node_inputs_offset: int
+    node_outputs_offset: int
 
 
 #: Params the header leaves out of an op's line: a LUT's table, the nodes it computes (in its
@@ -50,39 +52,40 @@ UNLISTED_PARAMS = ("table", "source", "call", "args", "made")
 
 
 def header(ir: KernelIR, names: dict[int, str], schedule: Schedule) -> list[str]:
-    source = f", generated from {ir.model}" if ir.model else ""
+    """What the kernel computes, in the structure's own terms (no node or tensor ids: the text
+    is shared by every partition computing the same; `legend` maps it to one)."""
     nests = len(schedule.nests)
-    source_nodes = sorted(node for op in ir.ops for node, _ in op.sources)
     # Only where some op's math depends on it: kernels that read the same either way are one
     # text, so one compiled kernel serves both precisions.
     precision = f"precision {ir.precision} | " if any(
         op.spec.approximated or op.op in CHAIN_OPS for op in ir.ops) else ""
-    lines = [f"# fusion_delegate kernel {ir.name}{source}. Do not edit.",
-             f"# partition {ir.partition} | nodes {', '.join(str(n) for n in source_nodes)} | "
-             f"{', '.join(sorted({v.dtype for v in ir.values}))} | "
+    lines = [f"# fusion_delegate kernel {ir.name}. Do not edit.",
+             f"# {', '.join(sorted({v.dtype for v in ir.values}))} | "
              f"{precision}{nests} loop nest{'s' if nests > 1 else ''}"]
     for op in ir.ops:
         operands = []
         for t in op.inputs:
             value = ir.value(t)
             kind = "const " if value.literal is not None else ""
-            operands.append(f"{names[t]} {annotation(t, kind + describe(value))}")
+            operands.append(f"{names[t]} ({kind}{describe(value)})")
         params = "".join(f" {k}={ACTIVATIONS[v][0] if k == 'activation' else v}"
                          for k, v in op.params if k not in UNLISTED_PARAMS)
         out = ir.value(op.output)
         typed = describe(out) if out.quantized or any(
             ir.value(t).quantized for t in op.inputs) else ""
-        result = " ".join(filter(None, (names[op.output], annotation(op.output, typed))))
-        lines.append(f"#   node {op.node:<4} {op_title(op):<18} {', '.join(operands)}{params} "
-                     f"-> {result}")
+        result = names[op.output] + (f" ({typed})" if typed else "")
+        lines.append(f"#   {op_title(op):<18} {', '.join(operands)}{params} -> {result}")
     return lines
 
 
-def annotation(tensor: int, text: str) -> str:
-    """`(t5, text)`: the model tensor's id (none for a value of the kernel's own, whose id is
-    negative) and `text`; empty without either."""
-    parts = [part for part in (f"t{tensor}" * (tensor >= 0), text) if part]
-    return f"({', '.join(parts)})" if parts else ""
+def legend(ir: KernelIR) -> str:
+    """Which model nodes a partition's kernel computes, and which tensors it reads and writes
+    by the kernel's names for them (one comment line): how to read its shared source for that
+    partition."""
+    names = identifiers(ir)
+    nodes = ", ".join(str(n) for n in sorted({node for op in ir.ops for node, _ in op.sources}))
+    tensors = ", ".join(f"{names[t]} = t{t}" for t in dict.fromkeys((*ir.inputs, *ir.outputs)))
+    return f"# nodes {nodes}; tensors {tensors}"
 
 
 def describe(value: Value) -> str:
@@ -252,7 +255,7 @@ def module_imports(body: list[str], parallel: bool, dtypes: set[str]) -> list[st
     by_module: dict[str, list[str]] = {}
     for name in sorted(used & set(KERNEL_HELPERS)):
         by_module.setdefault(KERNEL_HELPERS[name], []).append(name)
-    entry_helpers = sorted({POINTERS[dtype] for dtype in dtypes}) + ["load_i64"]
+    entry_helpers = sorted({POINTERS[dtype] for dtype in dtypes}) + ["load_i32", "load_i64"]
     by_module["codegen.native"] = by_module.get("codegen.native", []) + entry_helpers
     for module, names in by_module.items():
         line = f"from {module} import {', '.join(names)}"
@@ -274,16 +277,23 @@ def module_constants(lines: list[str]) -> list[str]:
 
 def entry_point(ir: KernelIR, names: dict[int, str], memory: list[int],
                 layout: TensorTableLayout) -> list[str]:
-    """The native invoke: tensor addresses are read from the context on every call."""
+    """The native invoke: each tensor's address is read from the context on every call, at the
+    tensor id the node lists in its position (a TfLiteIntArray: its size, then the ids)."""
     lines = ["@cfunc('int32(int64, int64)', cache=True)",
-             f"def {ir.name}_invoke(context, node):"]
-    lines.append(f"{INDENT}tensors = load_i64(context + {layout.context_tensors_offset})")
+             f"def {ir.name}_invoke(context, node):",
+             f"{INDENT}tensors = load_i64(context + {layout.context_tensors_offset})"]
+    lists = {where for where, _ in map(ir.node_position, memory)}
+    lines += [f"{INDENT}{where} = load_i64(node + {offset})" for where, offset
+              in (("inputs", layout.node_inputs_offset), ("outputs", layout.node_outputs_offset))
+              if where in lists]
     for t in memory:
-        address = f"tensors + {t} * {layout.tensor_size} + {layout.tensor_data_offset}"
+        where, position = ir.node_position(t)
+        tensor = f"tensors + load_i32({where} + {4 + 4 * position}) * {layout.tensor_size}"
         elements = math.prod(ir.value(t).shape)
         pointer = POINTERS[ir.value(t).dtype]
         lines += [INDENT + line for line in assignment(
-            names[t], f"carray({pointer}(load_i64({address})), ({elements},))",
+            names[t],
+            f"carray({pointer}(load_i64({tensor} + {layout.tensor_data_offset})), ({elements},))",
             LINE_LIMIT - len(INDENT))]
     lines += [*wrap_call(f"{ir.name}(", [names[t] for t in memory], ")", INDENT),
               f"{INDENT}return 0"]

@@ -171,7 +171,7 @@ def plan(ir: KernelIR, target: Target) -> Schedule:
     while len(order) < len(units):
         ready = [k for k in units if k not in order and needs[k] <= set(order)]
         if not ready:
-            raise IRError(f"partition {ir.partition}: loop nests depend on each other")
+            raise IRError(f"kernel {ir.name}: loop nests depend on each other")
         order.append(min(ready))
     nests: list[Nest] = []
     buffers = {}

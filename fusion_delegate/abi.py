@@ -240,6 +240,8 @@ TENSOR_SIZE = EXPECTED_LAYOUT["TfLiteTensor"][0]
 TENSOR_DATA_OFFSET = EXPECTED_LAYOUT["TfLiteTensor"][1]["data"]
 CONTEXT_TENSORS_OFFSET = EXPECTED_LAYOUT["TfLiteContext"][1]["tensors"]
 NODE_USER_DATA_OFFSET = EXPECTED_LAYOUT["TfLiteNode"][1]["user_data"]
+NODE_INPUTS_OFFSET = EXPECTED_LAYOUT["TfLiteNode"][1]["inputs"]
+NODE_OUTPUTS_OFFSET = EXPECTED_LAYOUT["TfLiteNode"][1]["outputs"]
 
 # TfLiteType -> numpy dtype (c_api_types.h). Types without a numpy equivalent map to None and are
 # refused by name.

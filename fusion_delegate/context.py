@@ -67,6 +67,8 @@ class Context:
     def __init__(self, pointer) -> None:
         self.pointer = pointer
         self._ctx = pointer.contents
+        self._tensors: dict[int, TensorInfo] = {}
+        self._nodes: dict[int, NodeInfo] = {}
 
     @property
     def num_tensors(self) -> int:
@@ -82,6 +84,13 @@ class Context:
         return self._ctx.tensors[index]
 
     def tensor(self, index: int) -> TensorInfo:
+        """What a tensor is, read once per Context (so once per callback) unless resized."""
+        info = self._tensors.get(index)
+        if info is None:
+            info = self._tensors[index] = self._read_tensor(index)
+        return info
+
+    def _read_tensor(self, index: int) -> TensorInfo:
         raw = self._raw_tensor(index)
         quant = raw.quantization
         per_channel = False
@@ -118,6 +127,7 @@ class Context:
     def resize(self, index: int, shape: tuple[int, ...]) -> None:
         """Set a tensor's shape. ResizeTensor takes ownership of a malloc'd TfLiteIntArray
         (ResizeTensorExplicit, which would copy, is NULL in the Python runtime)."""
+        self._tensors.pop(index, None)
         dims = abi.malloc_int_array(shape)
         status = self._function("ResizeTensor")(self.pointer,
                                                 ctypes.pointer(self._raw_tensor(index)), dims)
@@ -137,6 +147,15 @@ class Context:
         return {t: node for node in map(self.node, self.execution_plan()) for t in node.outputs}
 
     def node(self, index: int) -> NodeInfo:
+        """A node, read once per Context: a node's inputs, outputs and params do not change
+        while a callback runs (replacing nodes by delegate kernels adds nodes, and leaves the
+        replaced ones as they were)."""
+        info = self._nodes.get(index)
+        if info is None:
+            info = self._nodes[index] = self._read_node(index)
+        return info
+
+    def _read_node(self, index: int) -> NodeInfo:
         node = POINTER(abi.TfLiteNode)()
         registration = POINTER(abi.TfLiteRegistration)()
         status = self._function("GetNodeAndRegistration")(self.pointer, index, byref(node),

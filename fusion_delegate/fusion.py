@@ -39,7 +39,9 @@ from .worth import Prediction
 log = logging.getLogger("fusion_delegate")
 
 LAYOUT = TensorTableLayout(context_tensors_offset=abi.CONTEXT_TENSORS_OFFSET,
-                           tensor_size=abi.TENSOR_SIZE, tensor_data_offset=abi.TENSOR_DATA_OFFSET)
+                           tensor_size=abi.TENSOR_SIZE, tensor_data_offset=abi.TENSOR_DATA_OFFSET,
+                           node_inputs_offset=abi.NODE_INPUTS_OFFSET,
+                           node_outputs_offset=abi.NODE_OUTPUTS_OFFSET)
 
 _CACHES: dict[str, KernelCache] = {}
 
@@ -137,15 +139,14 @@ class FusionDelegate(SimpleDelegate):
 
     def select_partitions(self, context: Context, partitions: list[Partition]) -> list[Partition]:
         """TFLite's selection (largest first, limits) among the partitions whose kernel builds
-        and is predicted to pay. Each is built once, numbered in the order that selection takes
-        them in (built again if the partitions chosen number it otherwise), and the kernels the
-        cache lacks are compiled then, in worker processes: a kernel's prepare builds nothing
-        where the shapes have not changed."""
+        and is predicted to pay. Each is built once, and the kernels the cache lacks are
+        compiled then, in worker processes: a kernel's prepare builds nothing where the shapes
+        have not changed."""
         start = time.perf_counter()
         graph, refused = self.graph, {}
         plan = plan_nodes(context)
-        for number, partition in enumerate(largest_first(partitions)):
-            candidate = self.build_candidate(context, partition, number)
+        for partition in largest_first(partitions):
+            candidate = self.build_candidate(context, partition)
             if isinstance(candidate, NotClaimed):
                 refused[partition.nodes] = candidate
                 continue
@@ -158,11 +159,6 @@ class FusionDelegate(SimpleDelegate):
                 refused[partition.nodes] = reason
         chosen = super().select_partitions(
             context, [p for p in partitions if p.nodes not in refused])
-        for number, partition in enumerate(chosen):      # numbered as their kernels prepare
-            ir, built = graph.built[partition.nodes]
-            if ir.partition != number:
-                ir = replace(ir, partition=number)
-                graph.built[partition.nodes] = ir, build(ir, LAYOUT, cache=self.cache)
         compiled = compile_ahead(self.cache, [(graph.built[p.nodes][1].name,
                                                graph.built[p.nodes][1].source) for p in chosen])
         seconds = time.perf_counter() - start
@@ -187,14 +183,14 @@ class FusionDelegate(SimpleDelegate):
         graph.built = {p.nodes: graph.built[p.nodes] for p in chosen}
         return chosen
 
-    def build_candidate(self, context: Context, partition: Partition,
-                        number: int) -> tuple[KernelIR, Built] | NotClaimed:
+    def build_candidate(self, context: Context,
+                        partition: Partition) -> tuple[KernelIR, Built] | NotClaimed:
         """The partition's IR (as partition_ir makes it) and its kernel at the current shapes, or
         why it cannot be built. An error of ours leaves the partition to LiteRT with its
         reason, and never fails the model."""
         try:
             nodes = [fused_node(context.node(n)) for n in sorted(partition.nodes)]
-            ir = partition_ir(context, nodes, partition, number, self.kernel_threads(context),
+            ir = partition_ir(context, nodes, partition, self.kernel_threads(context),
                               self.options.precision)
             return ir, build(ir, LAYOUT, cache=self.cache)
         except NotBuildable as error:
@@ -218,7 +214,7 @@ class FusionDelegate(SimpleDelegate):
                 f"{len(self.last_partitions)} partitions")
 
 
-def partition_ir(context: Context, nodes: list[FusedNode], partition: Partition, number: int,
+def partition_ir(context: Context, nodes: list[FusedNode], partition: Partition,
                  threads: int, precision: str = "exact") -> KernelIR:
     """The partition's IR at the context's current shapes, as its nodes say (codegen.pipeline
     lowers it). (`nodes` are read once, before kernel prepare, where the runtime forbids
@@ -245,14 +241,14 @@ def partition_ir(context: Context, nodes: list[FusedNode], partition: Partition,
             shapes[node.output] = broadcast_shapes(*(shapes[t] for t in node.inputs))
     infos = {t: context.tensor(t) for t in shapes}
     return KernelIR(
-        partition=number,
-        values=tuple(Value(t, infos[t].name, shapes[t], literals.get(t),
-                           infos[t].type_name.lower(), qparams(infos[t]))
+        values=tuple(Value(t, shapes[t], literals.get(t), infos[t].type_name.lower(),
+                           qparams(infos[t]))
                      for t in sorted(shapes)),
         ops=tuple(Op(n.index, n.op, n.inputs, n.output, _params(n, shapes, literals))
                   for n in nodes),
         inputs=tuple(t for t in partition.inputs if t in used and t not in literals),
         outputs=partition.outputs,
+        node_inputs=partition.inputs,
         threads=threads,
         precision=precision)
 
@@ -304,7 +300,7 @@ class FusionKernel(SimpleDelegateKernel):
         nodes = ",".join(map(str, self.partition.nodes))
         hint = (f"partition {self.number} (nodes {nodes}): {{}}; to run the model without it, "
                 f"pass exclude_nodes=\"{nodes}\" to FusionDelegate")
-        ir = partition_ir(context, self.nodes, self.partition, self.number,
+        ir = partition_ir(context, self.nodes, self.partition,
                           self.delegate.kernel_threads(context), self.delegate.options.precision)
         kept = self.graph.built.get(self.partition.nodes)
         try:
@@ -336,6 +332,6 @@ class FusionKernel(SimpleDelegateKernel):
         for t in dict.fromkeys(self.large):
             view = context.view(t)
             advise_huge_pages(view.ctypes.data, view.nbytes)
-        if _ENTRY(self.kernel.address)(context.address(), 0) != abi.kTfLiteOk:
+        if _ENTRY(self.kernel.address)(context.address(), self.node_address) != abi.kTfLiteOk:
             raise RuntimeError(f"kernel {self.kernel.name} failed")
         self.native_invoke_address = self.kernel.address

@@ -41,6 +41,9 @@ class SimpleDelegateKernel:
     #: Python on every invoke; 0 means `invoke()` is called (which may set it, for the
     #: invokes after it).
     native_invoke_address: int = 0
+    #: The address of the kernel's TfLiteNode while `invoke()` runs (a native invoke takes it as
+    #: its second argument).
+    node_address: int = 0
 
     def init(self, context: Context, nodes: list[NodeInfo], inputs: tuple[int, ...],
              outputs: tuple[int, ...]) -> None:
@@ -282,6 +285,7 @@ def _kernel_prepare(context: Context, node_pointer) -> int:
 @_guarded("kernel invoke", abi.kTfLiteError, delegate_of=_delegate_of_node)
 def _kernel_invoke(context: Context, node_pointer) -> int:
     kernel, _ = _kernel_of_node(node_pointer)
+    kernel.node_address = ctypes.addressof(node_pointer.contents)
     kernel.invoke(context)
     if kernel.native_invoke_address:         # from now on, the runtime calls it natively
         _slot(node_pointer.contents.user_data)[0] = kernel.native_invoke_address

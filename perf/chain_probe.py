@@ -51,7 +51,9 @@ PINNED = peers.configure(1) if peers.installed(peers.JAX) else None
 import numpy as np  # noqa: E402
 
 from codegen.compile import CompileError, KernelCache  # noqa: E402
+from codegen.names import identifiers  # noqa: E402
 from fusion_delegate import FusionDelegate  # noqa: E402
+from fusion_delegate.fusion import LAYOUT  # noqa: E402
 from fusion_delegate.model import read_model  # noqa: E402
 from perf.suite import (DELEGATE, delegate_options, interpreter, parse_size,  # noqa: E402
                         set_inputs, size_name)
@@ -60,7 +62,8 @@ from perf.workloads import CHANNEL_WORKLOADS, WORKLOADS, Workload, chain16  # no
 
 CASES = {**WORKLOADS, **CHANNEL_WORKLOADS,
          **{f"chain16_c{c}": Workload(f"chain16_c{c}", chain16, c) for c in (16, 32, 64, 128)}}
-TENSOR_SIZE, DATA_OFFSET, CONTEXT_TENSORS = 112, 8, 16     # as the generated entry reads them
+TENSOR_SIZE, DATA_OFFSET, CONTEXT_TENSORS = (LAYOUT.tensor_size, LAYOUT.tensor_data_offset,
+                                            LAYOUT.context_tensors_offset)
 ENTRY = ctypes.CFUNCTYPE(ctypes.c_int32, ctypes.c_int64, ctypes.c_int64)
 LIBC = ctypes.CDLL(None, use_errno=True)
 MADV_HUGEPAGE, MADV_NOHUGEPAGE, MADV_COLLAPSE = 14, 15, 25
@@ -134,8 +137,9 @@ def madvise(address: int, nbytes: int, advice: int) -> int:
 
 
 class FakeContext:
-    """A TfLiteContext as far as a generated entry point reads it: the tensors pointer at
-    offset 16, each tensor's data pointer at tensors + index * 112 + 8."""
+    """A TfLiteContext and TfLiteNode as far as a generated entry point reads them: the tensors
+    pointer at offset 16, each tensor's data pointer at tensors + index * 112 + 8, and the
+    node's input and output TfLiteIntArray pointers at offsets 0 and 8."""
 
     def __init__(self, arrays: dict[int, np.ndarray]) -> None:
         self.arrays = arrays
@@ -146,13 +150,17 @@ class FakeContext:
         self.context[CONTEXT_TENSORS // 8] = self.table.ctypes.data
         self.address = self.context.ctypes.data
 
-    def caller(self, kernel):
-        """A call of `kernel`'s entry point on this context; it keeps both alive."""
+    def caller(self, kernel, ir):
+        """A call of `kernel`'s entry point on this context, as the node of the partition `ir`
+        is; it keeps both alive."""
         fn = ENTRY(kernel.address)
-        context, keep = self.address, (self, kernel)
+        lists = [np.array([len(ids), *ids], np.int32)
+                 for ids in (ir.node_inputs or ir.inputs, ir.outputs)]
+        node = np.array([ids.ctypes.data for ids in lists] + [0] * 8, np.int64)
+        context, keep = self.address, (self, kernel, lists, node)
 
         def call():
-            return fn(context, 0) if keep else None
+            return fn(context, node.ctypes.data) if keep else None
         return call
 
 
@@ -417,9 +425,7 @@ def render_with(ir, features: list[str]) -> str:
                 schedule.ROW_TILE = int(value)
             elif key == "vblock":
                 schedule.vector_block = lambda target, block=int(value): block
-        return render.render_kernel(ir, schedule.plan(ir, numba_target()),
-                                    render.TensorTableLayout(CONTEXT_TENSORS, TENSOR_SIZE,
-                                                             DATA_OFFSET))
+        return render.render_kernel(ir, schedule.plan(ir, numba_target()), LAYOUT)
     finally:
         schedule.ROW_TILE, schedule._row_tileable, schedule.vector_block = saved
 
@@ -495,7 +501,7 @@ def per_call(name: str, elements: int, seconds: float, cache_dir: str) -> None:
         for advice in (MADV_HUGEPAGE, MADV_COLLAPSE):
             madvise(array.ctypes.data, array.nbytes, advice)
         del array
-    calls = [c.caller(prepared.kernel) for c in contexts] + [it.invoke, it2.invoke]
+    calls = [c.caller(prepared.kernel, ir) for c in contexts] + [it.invoke, it2.invoke]
     labels = ["numpy_a", "numpy_b", "numpy_c", "4k", "interp", "interp+collapse"]
     for call in calls:
         call()
@@ -580,10 +586,10 @@ def main(argv=None) -> None:
                 contexts["kernel@arena+collapse"] = FakeContext({**numpy_arrays, **arena2})
                 contexts["kernel@arena+collapse"].interpreter = it2
             for label, context in contexts.items():
-                methods[label] = context.caller(kernel)
+                methods[label] = context.caller(kernel, ir)
             methods["kernel@numpy"]()
             reference = numpy_arrays[out_index].copy()
-            names = dict((n, int(t)) for n, t in re.findall(r"(\w+) \(t(\d+)[,)]", kernel.source))
+            names = {identifiers(ir)[t]: t for t in (*ir.inputs, *ir.outputs)}
             graph = read_model(case.model).subgraphs[0]
             info = {"constants": {n: graph.tensors[t].data for n, t in names.items()
                                   if graph.tensors[t].data is not None},
@@ -598,11 +604,11 @@ def main(argv=None) -> None:
                     continue
                 asm = compiled.inspect_asm() if args.asm else ""
                 context = FakeContext(model_arrays(case, allocator()))
-                methods[label] = context.caller(compiled)
+                methods[label] = context.caller(compiled, ir)
                 methods[label]()
                 if args.memory:
                     methods[label + "@arena"] = FakeContext(
-                        {**context.arrays, **arena}).caller(compiled)
+                        {**context.arrays, **arena}).caller(compiled, ir)
                 got = context.arrays[out_index]
                 if args.memory:
                     pages = [huge_pages_of(a.ctypes.data, a.nbytes)[0] for a in

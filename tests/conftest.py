@@ -89,6 +89,6 @@ def kernel_source(ir: KernelIR, layout: TensorTableLayout) -> str:
 
 def ir_of(values: dict[int, tuple[int, ...]], ops, inputs, outputs) -> KernelIR:
     """A partition's IR by hand: float32 values by tensor id, ops as (op, inputs, output)."""
-    return KernelIR(0, tuple(Value(t, f"t{t}", shape) for t, shape in sorted(values.items())),
+    return KernelIR(tuple(Value(t, shape) for t, shape in sorted(values.items())),
                     tuple(Op(n, op, ins, out, (("activation", 0),) if op in ("ADD", "MUL") else ())
                           for n, (op, ins, out) in enumerate(ops)), inputs, outputs)

@@ -81,7 +81,7 @@ def test_inspect_demo_lists_every_node_reasons_partitions_and_summary(files):
     node_rows = [line for line in out.splitlines() if re.match(r"\s*\d+\s+[A-Z_]+\s", line)]
     assert len(node_rows) == total
     assert sum("no: op FULLY_CONNECTED not supported" in row for row in node_rows) == 2
-    assert "fused ops" in out and "p0_" in out
+    assert "fused ops" in out and "fused_" in out
     no_traceback(result)
 
 

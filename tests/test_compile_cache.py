@@ -159,16 +159,15 @@ def test_kernels_compiled_in_one_process_keep_short_block_labels():
     from numba.core import ir_utils
 
     from codegen.ir import KernelIR, Op, Value
-    from codegen.render import TensorTableLayout
     from conftest import kernel_source
-    layout = TensorTableLayout(context_tensors_offset=16, tensor_size=112, tensor_data_offset=8)
+    from fusion_delegate.fusion import LAYOUT
     cache, digits = KernelCache(None), []
     for n in range(4):
         shape = (n + 3,)
-        ir = KernelIR(0, tuple(Value(t, f"t{t}", shape) for t in range(4)),
+        ir = KernelIR(tuple(Value(t, shape) for t in range(4)),
                       (Op(0, "SIN", (0,), 1), Op(1, "MUL", (1, 0), 2, (("activation", 0),)),
                        Op(2, "EXP", (2,), 3)), inputs=(0,), outputs=(3,))
-        cache.get(ir.name, kernel_source(ir, layout))
+        cache.get(ir.name, kernel_source(ir, LAYOUT))
         digits.append(len(str(ir_utils._the_max_label._value)))
     assert digits[-1] <= digits[0] + 1, digits
 
@@ -253,7 +252,7 @@ def test_kernels_compile_ahead_in_worker_processes_and_then_load_from_disk(tmp_p
     from conftest import kernel_source
     kernels = []
     for n in range(3):
-        ir = KernelIR(n, tuple(Value(t, f"t{t}", (n + 5,)) for t in range(3)),
+        ir = KernelIR(tuple(Value(t, (n + 5,)) for t in range(3)),
                       (Op(0, "EXP", (0,), 1), Op(1, "MUL", (1, 0), 2, (("activation", 0),))),
                       inputs=(0,), outputs=(2,))
         kernels.append((ir.name, kernel_source(ir, LAYOUT)))

@@ -58,7 +58,7 @@ def test_a_partition_is_built_once_and_anew_after_a_resize(cache_dir, rng, monke
                         lambda ir, layout, **kw: builds.append(ir.name) or build(ir, layout, **kw))
     interpreter = builtin_interpreter(swish_chain(), [FusionDelegate(cache_dir=cache_dir,
                                                                      min_speedup=0.0)])
-    assert builds == ["p0_add_logistic_mul_relu6"]
+    assert builds == ["fused_add_logistic_mul_relu6"]
     run(interpreter, [rng.standard_normal((5, 8)).astype(np.float32)])
     assert len(builds) == 2
 
@@ -151,8 +151,8 @@ def test_generated_source_names_ops_and_keeps_float32_literals(cache_dir):
     delegate = FusionDelegate(cache_dir=cache_dir, min_speedup=0.0, precision="exact")
     builtin_interpreter(swish_chain(), [delegate])
     source = delegate.kernels[0].kernel.source
-    assert source.startswith("# fusion_delegate kernel p0_add_logistic_mul_relu6.")
-    assert "node 0    ADD" in source and "-> gate (t" in source
+    assert source.startswith("# fusion_delegate kernel fused_add_logistic_mul_relu6.")
+    assert "\n#   LOGISTIC           add ([2, 8]) -> logistic\n" in source
     tree = ast.parse(source)
     bare_floats = [n.value for n in ast.walk(tree) if isinstance(n, ast.Constant)
                    and isinstance(n.value, float)
@@ -179,7 +179,36 @@ def test_claims_list_partitions_with_nodes_ops_tensors_and_source(cache_dir):
     assert partition.nodes == (0, 1, 2, 3)
     assert partition.ops == ["ADD", "LOGISTIC", "MUL", "RELU6"]
     assert partition.inputs == (0, 1) and partition.outputs == (5,)
-    assert "def p0_add_logistic_mul_relu6(" in partition.source
+    legend = "# nodes 0, 1, 2, 3; tensors x0 = t0, x1 = t1, relu6_1 = t5\n"
+    assert partition.source.startswith(legend)
+    assert "def fused_add_logistic_mul_relu6(" in partition.source
+
+
+def test_partitions_that_compute_the_same_share_one_compiled_kernel(tmp_path, rng):
+    """Two swish blocks with their own biases, a FULLY_CONNECTED between them: two partitions,
+    one kernel compiled (its entry point finds each partition's tensors through its node), and
+    each partition computes its own tensors."""
+    b = ModelBuilder()
+    h = b.input("x", (1, 8))
+    for block in range(2):
+        if block:
+            w = b.const("w", rng.standard_normal((8, 8)).astype(np.float32))
+            h = b.op("FULLY_CONNECTED", [h, w, b.const("b", np.zeros(8, np.float32))], NONE,
+                     shape=(1, 8))
+        bias = b.const(f"bias{block}", rng.standard_normal(8).astype(np.float32))
+        h = b.op("ADD", [h, bias], NONE)
+        h = b.op("RELU6", [b.op("MUL", [h, b.op("LOGISTIC", [h])], NONE)])
+    b.output(h)
+    model = b.to_bytes()
+    delegate = FusionDelegate(cache_dir=str(tmp_path), min_speedup=0.0)
+    interpreter = builtin_interpreter(model, [delegate])
+    first, second = delegate.kernels[0], delegate.kernels[1]
+    assert first.kernel.path == second.kernel.path
+    assert sorted([first.kernel.cache_hit, second.kernel.cache_hit]) == ["", "memory"]
+    for _ in range(3):
+        x = [rng.standard_normal((1, 8)).astype(np.float32) * 4]
+        np.testing.assert_allclose(run(interpreter, x)[0], run(builtin_interpreter(model), x)[0],
+                                   rtol=1e-5, atol=1e-6)
 
 
 def test_codegen_knows_nothing_of_ctypes_or_the_delegate():
@@ -315,7 +344,7 @@ def test_transcendental_stages_run_tile_by_tile(cache_dir, rng, shape, threads):
               rng.standard_normal(shape[:-1] + (1,)).astype(np.float32)]
     got = run(builtin_interpreter(model, [delegate], num_threads=threads), inputs)
     source = delegate.kernels[0].kernel.source
-    assert "for tile in" in source and "mul_0_buf" not in source and "tanh_1_buf" in source
+    assert "for tile in" in source and "mul_buf" not in source and "tanh_buf" in source
     assert ("prange" in source) == (threads > 1)
     for fused, want in zip(got, run(builtin_interpreter(model), inputs)):
         np.testing.assert_allclose(fused, want, rtol=4e-6, atol=1e-37)

@@ -19,17 +19,16 @@ from codegen.nests import ElementwiseNest, RowsNest
 from codegen.ops import OPS
 from codegen.qparams import QParams
 from codegen.quant_rows import reduction_unsupported
-from codegen.render import TensorTableLayout
 from codegen.schedule import plan
 from conftest import HOST, builtin_interpreter, kernel_source, run, same_bits
 from equivalence import SPECIALS, Graph, oracle_tensors
 from fusion_delegate import FusionDelegate
+from fusion_delegate.fusion import LAYOUT
 from fusion_delegate.model import ModelBuilder, Quantization
 from fusion_delegate.tolerances import (EXP_RELATIVE, REDUCE, ROWS, SUBNORMAL, U, error_bounds,
                                          mismatches)
 
 NONE = {"fused_activation_function": 0}
-LAYOUT = TensorTableLayout(context_tensors_offset=16, tensor_size=112, tensor_data_offset=8)
 
 
 @pytest.fixture(scope="module")
@@ -40,7 +39,7 @@ def cache_dir(tmp_path_factory):
 # ----------------------------------------------------------------------------------- schedules
 
 def ir_of(values, ops, inputs, outputs) -> KernelIR:
-    return expand(KernelIR(0, tuple(Value(t, f"t{t}", s) for t, s in sorted(values.items())),
+    return expand(KernelIR(tuple(Value(t, s) for t, s in sorted(values.items())),
                            tuple(Op(n, op, ins, out, params)
                                  for n, (op, ins, out, params) in enumerate(ops)), inputs,
                            outputs))
@@ -65,7 +64,7 @@ def layernorm_ir(n: int, c: int) -> KernelIR:
 
 def test_layernorm_is_one_rows_nest_with_a_pass_per_phase():
     ir = layernorm_ir(197, 192)
-    ir = KernelIR(0, tuple(Value(v.tensor, v.name, v.shape, 1e-6 if v.tensor == 4 else None)
+    ir = KernelIR(tuple(Value(v.tensor, v.shape, 1e-6 if v.tensor == 4 else None)
                            for v in ir.values), ir.ops, ir.inputs, ir.outputs)
     (nest,) = plan(ir, HOST).nests
     assert isinstance(nest, RowsNest) and nest.loops.sizes == (197, 192)
@@ -77,13 +76,13 @@ def test_layernorm_is_one_rows_nest_with_a_pass_per_phase():
     source = kernel_source(ir, LAYOUT)
     assert "for step in range(99):" in source and source.count("for i1 in range(row_length):") >= 3
     assert "i0_a = 2 * step" in source and "i0_b = min(2 * step + 1, 196)" in source
-    assert "row_length = min(t0.shape[0], 192)" in source      # bounded by the row
+    assert "row_length = min(x0.shape[0], 192)" in source      # bounded by the row
     for row in "ab":                           # each row of the step under its own names
-        assert f"t1_{row} = add_reassoc(t1_{row}, t0_t_{row}[i1])" in source
-        assert f"t1_{row} = t1_{row} / np.float32(192)" in source
-        assert f"t6_{row} = rsqrt(t5_{row})" in source       # per row, a register
+        assert f"mean_{row} = add_reassoc(mean_{row}, x0_t_{row}[i1])" in source
+        assert f"mean_{row} = mean_{row} / np.float32(192)" in source
+        assert f"rsqrt_1_{row} = rsqrt(add_{row})" in source       # per row, a register
     # The fast loop counts an inf or NaN output per row, as a sum of 0 * value.
-    assert "checks_a = add_reassoc(checks_a, t10_t_a[i1] * np.float32(0.0))" in source
+    assert "checks_a = add_reassoc(checks_a, mul_1_t_a[i1] * np.float32(0.0))" in source
     assert "misses = max(misses, magnitude(checks_a), magnitude(checks_b))" in source
 
 
@@ -108,8 +107,8 @@ def test_softmax_exp_pass_over_a_scaled_row_runs_on_to_whole_vectors():
     (nest,) = plan(scaled(197), HOST).nests
     assert nest.padded == (1,) and nest.padding == ((2, "-INF"),) and nest.row_stride == 208
     source = kernel_source(scaled(197), LAYOUT)
-    assert "t2_buf = np.full(208, -INF, np.float32)" in source
-    assert "padded_length = (t0.shape[0] // 6 + 15) // 16 * 16" in source
+    assert "mul_buf = np.full(208, -INF, np.float32)" in source
+    assert "padded_length = (x0.shape[0] // 6 + 15) // 16 * 16" in source
     assert source.count("for i1 in range(padded_length):") == 1    # one text for both loops
     assert plan(scaled(128), HOST).nests[0].padded == ()
     plain = ir_of({0: (6, 197), 1: (6, 197)}, [("SOFTMAX", (0,), 1, (("beta", 1.0),))],
@@ -124,9 +123,10 @@ def test_squeeze_over_h_w_accumulates_in_its_input_nest():
     (nest,) = plan(ir, HOST).nests
     assert isinstance(nest, ElementwiseNest) and nest.loops.sizes == (196, 24)
     assert nest.loops.broadcast[2] == (True, False) and not nest.tile
-    source = kernel_source(KernelIR(0, ir.values, ir.ops, ir.inputs, ir.outputs, threads=2),
+    source = kernel_source(KernelIR(ir.values, ir.ops, ir.inputs, ir.outputs, threads=2),
                            LAYOUT)
-    assert "t2[i1] = t2[i1] + t1[i0 * 24 + i1]" in source and "prange" not in source
+    assert "mean[i1] = mean[i1] + hard_swish_1[i0 * 24 + i1]" in source
+    assert "prange" not in source
 
 
 def test_a_reduction_result_read_in_a_later_phase_of_another_domain():
@@ -152,8 +152,8 @@ def test_a_pool_after_a_layernorm_is_a_nest_after_its_rows_nest():
     assert rows.writes == (2,) and dict(plan(ir, HOST).buffers) == {2: 64 * 32}
     assert isinstance(pool, ElementwiseNest) and [op.op for op in pool.ops] == ["MEAN"]
     source = kernel_source(ir, LAYOUT)
-    assert "t2_t_b[i1] = clamp_overflow(t0_t_b[i1] - t1_b)" in source
-    assert "t3[i1] = t3[i1] + t2[i0 * 32 + i1]" in source
+    assert "sub_t_b[i1] = clamp_overflow(x_t_b[i1] - mean_b)" in source
+    assert "mean_1[i1] = mean_1[i1] + sub[i0 * 32 + i1]" in source
 
 
 # ------------------------------------------------------------------ one kernel per normalization

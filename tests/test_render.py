@@ -15,17 +15,17 @@ from codegen.compile import KernelCache
 from codegen.ir import KernelIR, Op, Value
 from codegen.native import aligned_copy, line_aligned, stream_fence, stream_store
 from codegen.fastpath import FastPath
-from codegen.render import TensorTableLayout
+from codegen.render import legend
 from codegen.schedule import STREAM_MIN_BYTES
 from codegen.variants import one_body
 from codegen.writer import INDENT, LINE_LIMIT
 from conftest import HOST, builtin_interpreter, kernel_source, run, same_bits
 from fusion_delegate import FusionDelegate
+from fusion_delegate.fusion import LAYOUT
 from fusion_delegate.demo import build_demo_model, build_quantized_demo_model
 from perf.workloads import (NORM_WORKLOADS, WORKLOADS, Workload, bias_relu6_scale, chain16,
                             se_gate)
 
-LAYOUT = TensorTableLayout(context_tensors_offset=16, tensor_size=112, tensor_data_offset=8)
 SHAPE = (4, 8)
 RELU6 = 3
 
@@ -34,9 +34,9 @@ def kernel_ir(ops: list[tuple[str, tuple[int, ...], int, int]], outputs: tuple[i
               constant: int | None = None) -> KernelIR:
     """ops: (op, inputs, output, activation); tensor 0 is the input, `constant` a literal."""
     tensors = {0} | {t for _, inputs, output, _ in ops for t in (*inputs, output)}
-    values = tuple(Value(t, f"t{t}", SHAPE if t != constant else (), 0.5 if t == constant else None)
+    values = tuple(Value(t, SHAPE if t != constant else (), 0.5 if t == constant else None)
                    for t in sorted(tensors))
-    return KernelIR(0, values, tuple(Op(n, op, inputs, output, (("activation", act),))
+    return KernelIR(values, tuple(Op(n, op, inputs, output, (("activation", act),))
                                      if op in ("ADD", "SUB", "MUL", "DIV") else
                                      Op(n, op, inputs, output)
                                      for n, (op, inputs, output, act) in enumerate(ops)),
@@ -48,8 +48,8 @@ def test_a_chain_of_arithmetic_is_checked_only_at_its_output():
                     ("NEG", (3,), 4, 0)], outputs=(4,), constant=9)
     assert FastPath.of(ir) == FastPath(dropped=3, checked=(4,), guarded=())
     source = kernel_source(ir, LAYOUT)
-    assert "misses = max(misses, magnitude(t4[i0]))" in source
-    assert re.search(r"if \w+_nests\(t0, t4, False\) < INF_BITS:", source)
+    assert "misses = max(misses, magnitude(neg[i0]))" in source
+    assert re.search(r"if \w+_nests\(x, neg, False\) < INF_BITS:", source)
     assert source.count("clamp_overflow(") == 3         # all under `if exact:`
 
 
@@ -69,10 +69,10 @@ def test_sin_and_cos_are_guarded_and_their_operands_checked():
     fast = FastPath.of(ir)
     assert fast == FastPath(dropped=2, checked=(1, 4), guarded=(1, 2))
     source = kernel_source(ir, LAYOUT)
-    assert "sin_near_f32(t1)" in source and "sin_f32(t1)" in source
+    assert "sin_near_f32(add)" in source and "sin_f32(add)" in source
     one_line = " ".join(source.split())
-    assert ("max(magnitude(t1), miss_if(far_angle(t1)), miss_if(far_angle(t0[i0])), "
-            "magnitude(t4[i0]))") in one_line
+    assert ("max(magnitude(add), miss_if(far_angle(add)), miss_if(far_angle(x[i0])), "
+            "magnitude(mul[i0]))") in one_line
 
 
 def test_kernels_without_clamps_to_drop_have_one_loop():
@@ -83,14 +83,12 @@ def test_kernels_without_clamps_to_drop_have_one_loop():
 
 
 def test_generated_lines_fit_in_100_columns_however_deep_the_nest():
-    """Names at their longest, a 2-D nest (the [4, 1] operand), threads and tiles."""
+    """A 2-D nest (the [4, 1] operand), threads and tiles."""
     shape = (64, 4, 300)
-    values = (Value(0, "a_rather_long_input_name", shape), Value(6, "row_of_another_long_name",
-                                                                   (4, 1)),
-              *(Value(t, f"intermediate_value_{t}", shape) for t in range(1, 6)))
+    values = (Value(0, shape), Value(6, (4, 1)), *(Value(t, shape) for t in range(1, 6)))
     ops = (Op(0, "SIN", (0,), 1), Op(1, "COS", (1,), 2), Op(2, "EXP", (2,), 3),
            Op(3, "ADD", (3, 6), 4, (("activation", 0),)), Op(4, "SIN", (4,), 5))
-    source = kernel_source(KernelIR(0, values, ops, inputs=(0, 6), outputs=(5,), threads=2),
+    source = kernel_source(KernelIR(values, ops, inputs=(0, 6), outputs=(5,), threads=2),
                            LAYOUT)
     assert "for part in prange(2):" in source and "for tile in" in source and "misses" in source
     assert max(len(line) for line in source.splitlines() if not line.startswith("#")) <= 100
@@ -115,19 +113,35 @@ def test_kernels_compile_with_noalias_arguments():
     assert "pipeline_class=NoAliasCompiler)" in kernel_source(ir, LAYOUT)
 
 
+def test_partitions_equal_up_to_tensor_ids_render_one_text():
+    """The source names no tensor or node of the model, so the same chain over other tensors
+    (other ids, other node numbers) is one text, one compiled kernel; the legend tells the
+    partitions apart."""
+    def chain(x: int, y: int, total: int, out: int, first_node: int) -> KernelIR:
+        values = tuple(Value(t, (4, 8)) for t in sorted((x, y, total, out)))
+        ops = (Op(first_node, "ADD", (x, y), total, (("activation", 0),)),
+               Op(first_node + 1, "TANH", (total,), out))
+        return KernelIR(values, ops, inputs=(x, y), outputs=(out,), node_inputs=(x, y))
+    first, second = chain(0, 1, 2, 3, 0), chain(40, 17, 52, 60, 30)
+    assert kernel_source(first, LAYOUT) == kernel_source(second, LAYOUT)
+    assert legend(first) == "# nodes 0, 1; tensors x0 = t0, x1 = t1, tanh = t3"
+    assert legend(second) == "# nodes 30, 31; tensors x0 = t40, x1 = t17, tanh = t60"
+
+
 def per_channel_chain(rows: int, channels: int, constants: int) -> tuple[str, str]:
     """x * c0 + c1 * c2 ... over [rows, channels], one [channels] constant per op: the kernel's
-    source and its nests, once for the fast and the exact loop (codegen.variants)."""
+    source and its nests, once for the fast and the exact loop (codegen.variants). In the
+    source x is x0, c(k) is x{k + 1}, and h(k) is named after its op (mul, add, mul_1, ...)."""
     first = 1 + constants                         # tensor id of the first op's output
-    values = [Value(0, "x", (rows, channels))]
+    values = [Value(0, (rows, channels))]
     ops, h = [], 0
     for k in range(constants):
-        values += [Value(1 + k, f"c{k}", (channels,)),
-                   Value(first + k, f"h{k}", (rows, channels))]
+        values += [Value(1 + k, (channels,)),
+                   Value(first + k, (rows, channels))]
         ops.append(Op(k, "ADD" if k % 2 else "MUL", (h, 1 + k), first + k,
                       (("activation", 0),)))
         h = first + k
-    ir = KernelIR(0, tuple(sorted(values, key=lambda v: v.tensor)), tuple(ops),
+    ir = KernelIR(tuple(sorted(values, key=lambda v: v.tensor)), tuple(ops),
                   inputs=tuple(range(first)), outputs=(h,))
     source = kernel_source(ir, LAYOUT)
     return source, source.split("    misses = np.int32(0)\n")[1].split("    return misses")[0]
@@ -140,18 +154,28 @@ def test_row_blocks_check_their_outputs_after_each_block_in_one_flat_loop():
     source, nests = per_channel_chain(100, 16, 8)
     lines = nests.splitlines()
     assert lines[:5] == [
-        "    # Nest 1 over [100, 16] in blocks of 64 rows: MUL, ADD -> h7",
+        f"    # Nest 1 over [100, 16] in blocks of 64 rows: MUL, ADD -> {h(7)}",
         "    for block in range(2):",
         "        for i0 in range(block * 64, min(block * 64 + 64, 100)):",
         "            for i1 in range(16):",
         "                if exact:"]
-    assert "                    h0 = x[i0 * 16 + i1] * c0[i1]" in lines
+    assert f"                    {h(0)} = x0[i0 * 16 + i1] * {c(0)}[i1]" in lines
     assert lines[-4:] == [
-        "                    h7[i0 * 16 + i1] = h6 + c7[i1]",
+        f"                    {h(7)}[i0 * 16 + i1] = {h(6)} + {c(7)}[i1]",
         "        if not exact:",
         "            for j in range((min(block * 64 + 64, 100) - block * 64) * 16):",
-        "                misses = max(misses, magnitude(h7[block * 64 * 16 + j]))"]
+        f"                misses = max(misses, magnitude({h(7)}[block * 64 * 16 + j]))"]
     assert nests.count("magnitude(") == 1 and source.count("for block in range(2):") == 1
+
+
+def c(k: int) -> str:
+    """per_channel_chain's k-th constant's name in the source."""
+    return f"x{k + 1}"
+
+
+def h(k: int) -> str:
+    """per_channel_chain's k-th op output's name in the source."""
+    return ("add" if k % 2 else "mul") + (f"_{k // 2}" if k >= 2 else "")
 
 
 @pytest.mark.parametrize("channels, constants", [(48, 2), (112, 2), (144, 2), (96, 4)])
@@ -169,14 +193,15 @@ def test_unrolled_rows_update_misses_once_an_iteration_and_leave_the_rest_to_one
     """16 per-channel constants over [10, 256]: rows 0-7 four at a time, rows 8-9 alone."""
     source, fast = per_channel_chain(10, 256, 16)
     lines = [line.strip() for line in fast.splitlines()]
-    assert lines[:4] == ["# Nest 1 over [10, 256], 4 rows an iteration: MUL, ADD -> h15",
+    assert lines[:4] == [f"# Nest 1 over [10, 256], 4 rows an iteration: MUL, ADD -> {h(15)}",
                          "for i0 in range(0, 8, 4):", "for i1 in range(256):", "# Row i0"]
-    assert "h0_r3 = x[(i0 + 3) * 256 + i1] * c0[i1]" in lines
-    assert "h15[(i0 + 3) * 256 + i1] = h14_r3 + c15[i1]" in lines
+    assert f"{h(0)}_r3 = x0[(i0 + 3) * 256 + i1] * {c(0)}[i1]" in lines
+    assert f"{h(15)}[(i0 + 3) * 256 + i1] = {h(14)}_r3 + {c(15)}[i1]" in lines
     one_line = " ".join(fast.split())
-    assert ("misses = max(misses, max(magnitude(h15[i0 * 256 + i1]), magnitude(h15[(i0 + 1) * "
-            "256 + i1]), magnitude(h15[(i0 + 2) * 256 + i1]), magnitude(h15[(i0 + 3) * 256 + "
-            "i1]))) for i0 in range(8, 10):") in one_line
+    out = h(15)
+    assert (f"misses = max(misses, max(magnitude({out}[i0 * 256 + i1]), magnitude({out}[(i0 + 1) "
+            f"* 256 + i1]), magnitude({out}[(i0 + 2) * 256 + i1]), magnitude({out}[(i0 + 3) * 256 "
+            "+ i1]))) for i0 in range(8, 10):") in one_line
     assert fast.count("misses = max(") == 2
 
 
@@ -184,10 +209,10 @@ def test_row_tile_copies_loop_over_a_bounded_period_of_a_vector_or_more():
     """Row tiles (4 constants): a period of 32 is copied by a loop of run-time length bounded
     by it (a literal one LLVM unrolls into scalar stores); a period of 8, shorter than a
     vector, by a literal loop, which LLVM unrolls into one vector."""
-    for channels, loop in ((32, "for j in range(min(c0.shape[0], 32)):"),
+    for channels, loop in ((32, f"for j in range(min({c(0)}.shape[0], 32)):"),
                            (8, "for j in range(8):")):
         source, fast = per_channel_chain(256, channels, 4)
-        assert "c0_rows = np.empty(" in fast and loop in fast, channels
+        assert f"{c(0)}_rows = np.empty(" in fast and loop in fast, channels
 
 
 @njit
@@ -205,8 +230,8 @@ def test_per_channel_constants_out_of_l2_are_read_from_cache_aligned_copies():
         source, _ = per_channel_chain(rows, channels, 16)
         kernel = source.split("pipeline_class=NoAliasCompiler)\n")[1]
         body = kernel.split("):\n", 1)[1].splitlines()
-        assert body[:16] == [f"    c{k} = aligned_copy(c{k})" for k in range(16)], channels
-        assert source.count("aligned_copy(c0)") == 1
+        assert body[:16] == [f"    {c(k)} = aligned_copy({c(k)})" for k in range(16)], channels
+        assert source.count(f"aligned_copy({c(0)})") == 1
         assert re.search(r"from codegen.native import .*\baligned_copy\b", source)
     values = np.arange(80, dtype=np.float32)
     for start in range(16):
@@ -235,14 +260,14 @@ def test_nests_out_of_l2_match_litert_bit_for_bit(tmp_path, rows, channels):
 @pytest.mark.parametrize("channels, where", [(96, "stack_empty(96, np.float32)"),
                                              (32768, "np.empty(32768, np.float32)")])
 def test_buffers_between_nests_go_on_the_stack_within_its_budget(channels, where):
-    """x * TANH(s), s of `channels` elements: TANH's buffer on the kernel's stack, unless it
-    is larger than schedule.STACK_BYTES (128 KiB here); then it is allocated."""
-    values = (Value(0, "x", (4, channels)), Value(1, "s", (channels,)),
-              Value(2, "gate", (channels,)), Value(3, "y", (4, channels)))
-    ir = KernelIR(0, values, (Op(0, "TANH", (1,), 2),
+    """x * TANH(s), s of `channels` elements: TANH's buffer (`tanh`) on the kernel's stack,
+    unless it is larger than schedule.STACK_BYTES (128 KiB here); then it is allocated."""
+    values = (Value(0, (4, channels)), Value(1, (channels,)),
+              Value(2, (channels,)), Value(3, (4, channels)))
+    ir = KernelIR(values, (Op(0, "TANH", (1,), 2),
                               Op(1, "MUL", (0, 2), 3, (("activation", 0),))),
                   inputs=(0, 1), outputs=(3,))
-    assert f"    gate = {where}" in kernel_source(ir, LAYOUT).splitlines()
+    assert f"    tanh = {where}" in kernel_source(ir, LAYOUT).splitlines()
 
 
 streaming = pytest.mark.skipif(not HOST.streaming_stores, reason="streaming stores are x86's")
@@ -282,7 +307,8 @@ def test_a_streamed_nest_runs_the_exact_loop_into_an_output_off_a_cache_line(tmp
     that is not, the kernel runs the exact loop, whose stores need no alignment."""
     rows = -(-STREAM_MIN_BYTES // (4 * 48))
     source, fast = per_channel_chain(rows, 48, 2)
-    assert "if line_aligned(h1):" in source and "stream_store(h1, i0 * 48 + i1, h1_value)" in fast
+    assert "if line_aligned(add):" in source
+    assert "stream_store(add, i0 * 48 + i1, add_value)" in fast
     name = re.search(r"^def (\w+)_invoke\(", source, re.M).group(1)
     kernel = KernelCache(str(tmp_path)).get(name, source)
     rng = np.random.default_rng(0)

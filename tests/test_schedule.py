@@ -8,16 +8,15 @@ import pytest
 from conftest import HOST, builtin_interpreter, ir_of, kernel_source, run, same_bits
 from codegen.ir import KernelIR, Op, Value
 from codegen.nests import ElementwiseNest, RowBlockNest, RowsNest, StencilNest, UnrolledRowsNest
-from codegen.render import TensorTableLayout
 from codegen.window import Window
 from codegen.schedule import (ROW_COPIES_BYTES, ROW_TILE, STREAM_MIN_BYTES, UNROLL_MAX_ELEMENTS,
                               UNROLL_ROWS, plan, vector_block)
 from fusion_delegate import FusionDelegate
+from fusion_delegate.fusion import LAYOUT
 from fusion_delegate.model import ModelBuilder
 
 NONE = {"fused_activation_function": 0}
 RELU6 = {"fused_activation_function": 3}
-LAYOUT = TensorTableLayout(context_tensors_offset=16, tensor_size=112, tensor_data_offset=8)
 
 
 @pytest.fixture(scope="module")
@@ -32,8 +31,8 @@ def test_branches_of_shapes_that_do_not_broadcast_get_a_nest_each():
     assert [nest.domain for nest in schedule.nests] == [(24, 24, 24), (48, 48, 48)]
     assert schedule.buffers == ()
     source = kernel_source(ir, LAYOUT)
-    assert "# Nest 1 over [24, 24, 24] as [13824]: RELU -> t2" in source
-    assert "# Nest 2 over [48, 48, 48] as [110592]: RELU -> t3" in source
+    assert "# Nest 1 over [24, 24, 24] as [13824]: RELU -> relu_1" in source
+    assert "# Nest 2 over [48, 48, 48] as [110592]: RELU -> relu_2" in source
 
 
 def test_an_op_on_a_smaller_shape_is_computed_once_at_its_own_shape():
@@ -45,7 +44,7 @@ def test_an_op_on_a_smaller_shape_is_computed_once_at_its_own_shape():
     assert first.writes == (2,) and plan(ir, HOST).buffers == ((2, 24),)
     assert second.domain == (8, 8, 24) and second.periodic == ((2, 24),)
     source = kernel_source(ir, LAYOUT)
-    assert source.count("logistic_eigen(") == 1 and "t2[i0] = logistic_eigen(t1[i0])" in source
+    assert source.count("logistic_eigen(") == 1 and "logistic[i0] = logistic_eigen(x1[i0])" in source
 
 
 def test_nests_run_after_what_they_read_whatever_the_op_order():
@@ -117,9 +116,9 @@ def test_int8_rows_that_are_not_whole_byte_vectors_stay_row_tiled(channels):
     """An int8 squeeze-excite gate x[M, C] * s[C]: LLVM vectorises a row loop of int8 data 64
     elements a step, so rows of 48 in blocks ran scalar (76800 elements: 71 us; XNNPACK 15,
     the row tiles 10.6); row tiles are whole multiples of 64."""
-    gate = KernelIR(0, (Value(0, "x", (256, channels), dtype="int8"),
-                        Value(1, "s", (channels,), dtype="int8"),
-                        Value(2, "y", (256, channels), dtype="int8")),
+    gate = KernelIR((Value(0, (256, channels), dtype="int8"),
+                        Value(1, (channels,), dtype="int8"),
+                        Value(2, (256, channels), dtype="int8")),
                     (Op(0, "MUL", (0, 1), 2, (("activation", 0),)),), (0, 1), (2,))
     (nest,) = plan(gate, HOST).nests
     assert isinstance(nest, ElementwiseNest)
@@ -336,7 +335,7 @@ def test_the_plan_decides_threads_stack_memory_and_the_fast_loop():
             ops.append(("MUL", (h, 2), 10 + k))
             h = 10 + k
         ir = ir_of(values, ops, inputs=(0, 1), outputs=(h,))
-        return KernelIR(0, ir.values, ir.ops, ir.inputs, ir.outputs, threads=threads)
+        return KernelIR(ir.values, ir.ops, ir.inputs, ir.outputs, threads=threads)
 
     schedule = plan(gated(1, threads=2), HOST)
     gate, product = schedule.nests
@@ -361,7 +360,7 @@ def depthwise_ir(readers: list[tuple[str, tuple[int, ...], int]], outputs: tuple
               "MEAN": (("axes", (3,)), ("keep_dims", True))}
     ops = (conv, *(Op(n, op, ins, out, params.get(op, ()))
                    for n, (op, ins, out) in enumerate(readers, 1)))
-    return KernelIR(0, tuple(Value(t, f"t{t}", s) for t, s in sorted(shapes.items())), ops,
+    return KernelIR(tuple(Value(t, s) for t, s in sorted(shapes.items())), ops,
                     (0, 1, 2, 4), outputs)
 
 

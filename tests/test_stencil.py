@@ -182,11 +182,12 @@ def test_the_kernel_reads_like_the_loop(cache_dir):
                  "# Columns 0 to 5: each tap inside the input written out",
                  "# Columns 6 to 17, 6 at a time: every tap inside the input",
                  "for ox in range(6, 18, 6):", "ix = ox - 1", "for ky in range(ky0, ky1):",
-                 "data_row = x[((iy + ky) * 20 + ix) * 32:]",
-                 "weight_row = conv_weights[ky * 96:]", "for kx in range(3):",
+                 "data_row = x0[((iy + ky) * 20 + ix) * 32:]",
+                 "weight_row = x1[ky * 96:]", "for kx in range(3):",
                  "weight = weight_row[kx * 32 + ch]", "acc[ch] += data_row[kx * 32 + ch] * weight",
                  "acc[32 + ch] += data_row[kx * 32 + 32 + ch] * weight",
-                 "conv[oy * 640 + (ox + px) * 32 + ch] = clamp_overflow(acc[px * 32 + ch])"]:
+                 "depthwise_conv_2d[oy * 640 + (ox + px) * 32 + ch] = clamp_overflow(",
+                 "acc[px * 32 + ch])"]:
         assert line in lines, line
 
 

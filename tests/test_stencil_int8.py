@@ -191,12 +191,12 @@ def test_the_int8_kernel_reads_like_the_loop(cache_dir):
     LiteRT's NEON blocks, 16-19 as its scalar loop, in int32 lanes."""
     lines = kernel_lines(int8_conv_model((1, 20, 20, 20), (3, 3), x_quant=(0.05, 3)),
                          cache_dir)
-    for line in ["acc = stack_empty(120, np.int32)", "acc[px * 20 + ch] = bias[ch]",
+    for line in ["acc = stack_empty(120, np.int32)", "acc[px * 20 + ch] = x2[ch]",
                  "acc[ch] += (data_row[kx * 20 + ch] - 3) * weight"]:
         assert line in lines, line
-    assert any(line.startswith("conv_multipliers = np.array([") for line in lines)
-    assert "depthwise_requantize_int32(acc[px * 20 + ch], conv_multipliers[ch], " \
-        "-conv_shifts[ch], -5, ch >= 16)," in lines
+    assert any(line.startswith("depthwise_conv_2d_multipliers = np.array([") for line in lines)
+    assert "depthwise_requantize_int32(acc[px * 20 + ch], depthwise_conv_2d_multipliers[ch], " \
+        "-depthwise_conv_2d_shifts[ch], -5, ch >= 16)," in lines
 
 
 def test_sums_beyond_int32_lanes_take_the_int64_helpers(cache_dir, rng):
@@ -208,7 +208,7 @@ def test_sums_beyond_int32_lanes_take_the_int64_helpers(cache_dir, rng):
     lines = kernel_lines(model, cache_dir)
     assert any(line.startswith("select(ch < 8, multiply_by_quantized_multiplier_4rows(acc[")
                for line in lines)
-    assert not any(line.startswith("conv_multipliers") for line in lines)
+    assert not any(line.startswith("depthwise_conv_2d_multipliers") for line in lines)
     _, interpreter = fused(model, cache_dir)
     x = codes(rng, shape)
     np.testing.assert_array_equal(run(interpreter, [x])[0],

@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import asdict, dataclass
 
+from codegen.render import legend
 from codegen.schedule import plan
 from codegen.target import numba_target
 
@@ -132,7 +133,7 @@ def describe(model: Model, delegate: FusionDelegate) -> Plan:
             row.compile_seconds = kernel.compile_seconds
             row.cache_hit = kernel.cache_hit
             row.source_path = str(kernel.path)
-            row.source = kernel.source
+            row.source = f"{legend(prepared.ir)}\n{kernel.source}"
         partitions.append(row)
     delegated = sum(1 for n in nodes if n.reason is None)
     return Plan(delegate.summary(), delegated, nodes, partitions)

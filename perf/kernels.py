@@ -1,0 +1,71 @@
+"""How many kernels the corpus needs compiled: per model, its partitions and its distinct
+kernels; over the corpus, the distinct kernels of all of them. A kernel is its source's cache
+key (codegen.compile.cache_key), so two partitions whose sources are one text count once.
+Nothing is compiled: the delegate chooses its partitions when the interpreter is constructed,
+and this script records the sources it would compile then.
+
+    python perf/kernels.py [--models GLOB ...] [--threads 1] [--option key=value ...]
+"""
+from __future__ import annotations
+
+import argparse
+import fnmatch
+import json
+import os
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from codegen.compile import cache_key  # noqa: E402
+from fusion_delegate import FusionDelegate, fusion  # noqa: E402
+from fusion_delegate.options import FusionOptions  # noqa: E402
+from fusion_delegate.runtime import Interpreter  # noqa: E402
+
+CORPUS = Path(os.environ.get("FUSION_CORPUS_DIR", ROOT / "tests" / "models" / "corpus"))
+
+
+def chosen_kernels(model: Path, threads: int, options: FusionOptions) -> list[str]:
+    """The cache keys of the kernels the delegate chooses for `model`, one per partition."""
+    keys: list[str] = []
+
+    def record(cache, kernels, workers=None):
+        keys.extend(cache_key(source) for _, source in kernels)
+        return 0
+
+    compile_ahead, fusion.compile_ahead = fusion.compile_ahead, record
+    try:
+        Interpreter(model_path=str(model), num_threads=threads,
+                    experimental_delegates=[FusionDelegate(options)])
+    finally:
+        fusion.compile_ahead = compile_ahead
+    return keys
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--models", nargs="+", default=["*"], metavar="GLOB")
+    parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--option", action="append", default=[], metavar="KEY=VALUE",
+                        help="a FusionDelegate option, as the CLI takes it")
+    args = parser.parse_args(argv)
+    options = FusionOptions.parse(args.option)
+    manifest = json.loads((CORPUS / "manifest.json").read_text())["models"]
+    models = [CORPUS / m["file"] for m in manifest
+              if any(fnmatch.fnmatch(Path(m["file"]).stem, p) for p in args.models)]
+    print("| model | partitions | distinct kernels |\n|---|---|---|")
+    every: list[str] = []
+    within = 0
+    for model in models:
+        keys = chosen_kernels(model, args.threads, options)
+        every += keys
+        within += len(set(keys))
+        print(f"| {model.stem} | {len(keys)} | {len(set(keys))} |", flush=True)
+    print(f"\n{len(models)} models, {args.threads} thread(s): {len(every)} partitions, "
+          f"{within} distinct kernels within models, {len(set(every))} over the corpus.")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
