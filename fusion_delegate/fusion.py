@@ -300,6 +300,12 @@ class FusionKernel(SimpleDelegateKernel):
         nodes = ",".join(map(str, self.partition.nodes))
         hint = (f"partition {self.number} (nodes {nodes}): {{}}; to run the model without it, "
                 f"pass exclude_nodes=\"{nodes}\" to FusionDelegate")
+        node = abi.TfLiteNode.from_address(self.node_address)
+        if (abi.int_array(node.inputs), abi.int_array(node.outputs)) != (
+                self.partition.inputs, self.partition.outputs):
+            # The kernel finds its tensors at their places in the node's lists.
+            raise KernelBuildError(hint.format("the runtime's node lists other tensors than "
+                                               "the partition it was made for"))
         ir = partition_ir(context, self.nodes, self.partition,
                           self.delegate.kernel_threads(context), self.delegate.options.precision)
         kept = self.graph.built.get(self.partition.nodes)

@@ -41,8 +41,8 @@ class SimpleDelegateKernel:
     #: Python on every invoke; 0 means `invoke()` is called (which may set it, for the
     #: invokes after it).
     native_invoke_address: int = 0
-    #: The address of the kernel's TfLiteNode while `invoke()` runs (a native invoke takes it as
-    #: its second argument).
+    #: The address of the kernel's TfLiteNode while `prepare()` and `invoke()` run (a native
+    #: invoke takes it as its second argument).
     node_address: int = 0
 
     def init(self, context: Context, nodes: list[NodeInfo], inputs: tuple[int, ...],
@@ -277,6 +277,7 @@ def _kernel_prepare(context: Context, node_pointer) -> int:
     kernel, _ = record
     slot = _slot(node_pointer.contents.user_data)
     slot[0] = 0
+    kernel.node_address = ctypes.addressof(node_pointer.contents)
     kernel.prepare(context)
     slot[0] = kernel.native_invoke_address or _PY_INVOKE_ADDRESS
     return abi.kTfLiteOk

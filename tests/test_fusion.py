@@ -211,6 +211,20 @@ def test_partitions_that_compute_the_same_share_one_compiled_kernel(tmp_path, rn
                                    rtol=1e-5, atol=1e-6)
 
 
+def test_a_node_listing_other_tensors_than_its_partition_fails_prepare_clearly(cache_dir,
+                                                                               monkeypatch):
+    """The kernel finds its tensors at their places in its node's lists: a kernel made for
+    inputs in another order is refused at prepare, never run on the wrong tensors."""
+    init = fusion_delegate.fusion.FusionKernel.init
+
+    def swapped(self, context, nodes, inputs, outputs):
+        init(self, context, nodes, inputs[::-1], outputs)
+    monkeypatch.setattr(fusion_delegate.fusion.FusionKernel, "init", swapped)
+    with pytest.raises(RuntimeError, match="lists other tensors than the partition"):
+        builtin_interpreter(swish_chain(), [FusionDelegate(cache_dir=cache_dir,
+                                                           min_speedup=0.0)])
+
+
 def test_codegen_knows_nothing_of_ctypes_or_the_delegate():
     for path in (ROOT / "codegen").glob("*.py"):
         tree = ast.parse(path.read_text())
