@@ -86,6 +86,8 @@ class Kernel:
     compile_seconds: float
     loop: object                    # the numba dispatcher of the loop nest
     entry: object                   # the numba CFunc (kept alive: it owns the machine code)
+    part_address: int = 0           # void (*)(void* arguments, size_t part): a kernel with
+                                    # parts runs each as this task on a pool (run_nests)
 
     def inspect_asm(self) -> str:
         """Assembly of the loop nest, to check what LLVM made of it."""
@@ -104,27 +106,6 @@ class Kernel:
         pipeline = self.loop._compiler.pipeline_class
         with global_compiler_lock, _interleaving():
             return numba.njit(signature, pipeline_class=pipeline, **options)(self.loop.py_func)
-
-
-@functools.cache
-def max_parallel_threads() -> int:
-    """Threads a parallel kernel may use: numba's pool size under a thread-safe threading layer
-    (omp or tbb), else 1, since numba's workqueue layer aborts the process when two threads
-    launch parallel kernels at once (two interpreters invoked concurrently)."""
-    from numba.np.ufunc import parallel
-    # OpenMP threads that spin after our kernel would compete with XNNPACK's pool for the
-    # next op: let them sleep instead (read once, when numba loads libgomp just below).
-    os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
-    try:
-        parallel._launch_threads()
-        layer = numba.threading_layer()
-    except Exception as error:  # noqa: BLE001 - no usable layer: run single-threaded
-        log.info("parallel kernels off: %s", error)
-        return 1
-    if layer not in ("omp", "tbb"):
-        log.info("parallel kernels off: numba threading layer %r is not thread-safe", layer)
-        return 1
-    return numba.config.NUMBA_NUM_THREADS
 
 
 def cpu_fingerprint() -> str:
@@ -237,10 +218,11 @@ class KernelCache:
                 raise CompileError(f"numba could not compile {name}: {error}", str(path)) from error
         entry = getattr(module, f"{name}_invoke")
         loop = getattr(module, name)
+        part = getattr(module, f"{name}_part", None)
         hit = "disk" if entry.cache_hits and key not in self._ahead else ""
         return Kernel(name=name, source=source, path=path, address=entry.address,
                       cache_hit=hit, compile_seconds=time.perf_counter() - start, loop=loop,
-                      entry=entry)
+                      entry=entry, part_address=part.address if part is not None else 0)
 
 
 def _indexed(directory: Path) -> set[str]:

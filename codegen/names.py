@@ -18,6 +18,8 @@ NAME_LIMIT = 24
 KERNEL_HELPERS = {**HELPER_MODULES, "aligned_copy": "codegen.native",
                   "stack_empty": "codegen.native", "stream_store": "codegen.native",
                   "stream_fence": "codegen.native", "line_aligned": "codegen.native",
+                  "run_nests": "codegen.native", "store_i64": "codegen.native",
+                  "part_first": "codegen.native",
                   "lookup_bytes": "codegen.lut", "lookup_bytes_scalar": "codegen.lut",
                   **dict.fromkeys(QCALL_HELPERS, "codegen.fixedpoint_numba")}
 
@@ -25,6 +27,8 @@ KERNEL_HELPERS = {**HELPER_MODULES, "aligned_copy": "codegen.native",
 RESERVED = {"np", "carray", "cfunc", "njit", "prange", "context", "node", "tensors", "range",
             "min", "max", "misses", "part", "tile", "block", "start", "stop", "base", "j", "k",
             "row_length", "padded_length", "FLT_MAX", "NAN", "INF", "INF_BITS", "NoAliasCompiler",
+            # a kernel whose nests run in parts on the interpreter's pool (codegen.render)
+            "nest", "pool", "arguments", "NESTS", "first", "offset",
             # a stencil nest's (codegen.emit_stencil)
             "n", "oy", "ox", "iy", "ix", "ky", "kx", "ky0", "ky1", "kx0", "kx1", "ch", "cb", "px",
             "data_row", "weight_row", "weight", *KERNEL_HELPERS}

@@ -8,7 +8,7 @@ has verified.
 from __future__ import annotations
 
 from llvmlite import ir
-from numba import types
+from numba import njit, types
 from numba.core import cgutils
 from numba.extending import intrinsic
 from numba.np.arrayobj import populate_array
@@ -54,9 +54,10 @@ float32_pointer = _pointer(types.float32, ir.FloatType())
 int8_pointer = _pointer(types.int8, ir.IntType(8))
 uint8_pointer = _pointer(types.uint8, ir.IntType(8))
 int32_pointer = _pointer(types.int32, ir.IntType(32))      # an int8 convolution's bias
-#: The pointer intrinsic of each tensor dtype a kernel reads or writes.
+int64_pointer = _pointer(types.int64, ir.IntType(64))      # the kernel slot's pool block
+#: The pointer intrinsic of each dtype a kernel reads or writes.
 POINTERS = {"float32": "float32_pointer", "int8": "int8_pointer", "uint8": "uint8_pointer",
-            "int32": "int32_pointer"}
+            "int32": "int32_pointer", "int64": "int64_pointer"}
 
 
 @intrinsic
@@ -67,6 +68,67 @@ def call_status_fn(typingctx, function_address, first, second):
         fn = builder.inttoptr(args[0], fnty.as_pointer())
         return builder.call(fn, [builder.inttoptr(args[1], _I8P), builder.inttoptr(args[2], _I8P)])
     return types.int32(types.int64, types.int64, types.int64), codegen
+
+
+#: pthreadpool.h: the workers sleep right after the job instead of spinning for the next. With
+#: LiteRT's wheels XNNPACK runs on a pool of its own beside the interpreter's: workers of ours
+#: that spin would hold a core its next op needs (perf/threads.py; perf/README.md).
+PTHREADPOOL_FLAG_YIELD_WORKERS = 2
+
+
+@intrinsic
+def parallelize_1d(typingctx, function_address, pool, task, argument, count):
+    """`pthreadpool_parallelize_1d(pool, task, argument, count, PTHREADPOOL_FLAG_YIELD_WORKERS)`
+    at `function_address`: `task(argument, i)` for i in [0, count), on the pool's threads (the
+    caller's among them), returning when all are done; a null pool runs them on the caller, in
+    order."""
+    def codegen(context, builder, signature, args):
+        i64 = ir.IntType(64)
+        fnty = ir.FunctionType(ir.VoidType(), [_I8P, _I8P, _I8P, i64, ir.IntType(32)])
+        fn = builder.inttoptr(args[0], fnty.as_pointer())
+        builder.call(fn, [*(builder.inttoptr(a, _I8P) for a in args[1:4]), args[4],
+                          ir.IntType(32)(PTHREADPOOL_FLAG_YIELD_WORKERS)])
+        return context.get_dummy_value()
+    return types.void(types.int64, types.int64, types.int64, types.int64, types.int64), codegen
+
+
+@intrinsic
+def part_first(typingctx, part, parts):
+    """`part`, which LLVM is told (llvm.assume) is below `parts`: so it knows the part's
+    first index (`part * step`) and every index counted up from it are not negative
+    (codegen.emit.part_loop)."""
+    def codegen(context, builder, signature, args):
+        assume = cgutils.get_or_insert_function(
+            builder.module, ir.FunctionType(ir.VoidType(), [ir.IntType(1)]), "llvm.assume")
+        builder.call(assume, [builder.icmp_unsigned("<", args[0], args[1])])
+        return args[0]
+    return types.int64(types.int64, types.int64), codegen
+
+
+#: The pool block a kernel with parts reads (in its slot, fusion_delegate.native): the
+#: address of pthreadpool_parallelize_1d, the pool (0: the caller runs every part), the
+#: address of the kernel's task (its `_part` cfunc).
+POOL_PARALLELIZE, POOL_THREADS, POOL_TASK = 0, 1, 2
+#: The kernel's `arguments` for its task: the nest to run, whether exactly, each part's
+#: misses (codegen.fastpath), then the addresses of its arrays.
+ARGUMENT_NEST, ARGUMENT_EXACT, ARGUMENT_MISSES = 0, 1, 2
+
+
+@njit(inline="always")
+def run_nests(pool, arguments, nests, exact):
+    """The kernel's nests in order, each `(nest, parts)` of `nests` as that many calls of its
+    task on the interpreter's pool (parts of one are made on the caller): each returns when
+    all its parts are done, so a nest reads whole what the nests before it wrote. Returns the
+    largest misses of the parts."""
+    arguments[ARGUMENT_EXACT] = exact
+    misses = 0
+    for nest, parts in nests:
+        arguments[ARGUMENT_NEST] = nest
+        arguments[ARGUMENT_MISSES:ARGUMENT_MISSES + parts] = 0
+        parallelize_1d(pool[POOL_PARALLELIZE], pool[POOL_THREADS] if parts > 1 else 0,
+                       pool[POOL_TASK], arguments.ctypes.data, parts)
+        misses = max(misses, arguments[ARGUMENT_MISSES:ARGUMENT_MISSES + parts].max())
+    return misses
 
 
 @intrinsic

@@ -27,7 +27,7 @@ from .ir import KernelIR, Value, verify
 from .literals import float32_text
 from .lut import byte_table
 from .names import KERNEL_HELPERS, identifiers
-from .native import POINTERS
+from .native import ARGUMENT_EXACT, ARGUMENT_MISSES, ARGUMENT_NEST, POINTERS
 from .nests import (ElementwiseNest, RowBlockNest, RowsNest, Schedule, StencilNest, TableNest,
                     UnrolledRowsNest)
 from .ops import ACTIVATIONS, CHAIN_OPS
@@ -43,6 +43,8 @@ class TensorTableLayout:
     tensor_data_offset: int
     node_inputs_offset: int
     node_outputs_offset: int
+    node_user_data_offset: int      # the kernel's slot ...
+    slot_pool_offset: int           # ... and in it, the pool block (codegen.native.run_nests)
 
 
 #: Params the header leaves out of an op's line: a LUT's table, the nodes it computes (in its
@@ -109,69 +111,162 @@ def render_kernel(ir: KernelIR, schedule: Schedule, layout: TensorTableLayout) -
     memory = list(ir.inputs) + [t for t in ir.outputs if t not in ir.inputs]
     local = nest_names(schedule, names)
     fast = schedule.fast
+    parts = max(nest.threads for nest in schedule.nests)
     unstreamed = [dataclasses.replace(nest_local, values={}, lane_misses="")
                   for nest_local in local]
-    exact = nest_blocks(ir, names, schedule, unstreamed, None)
+    exact = nest_blocks(ir, names, schedule, unstreamed, None, parts > 1)
     streamed = [t for nest in schedule.nests if nest.elements
                 and isinstance(nest, ElementwiseNest) for t in nest.streamed]
     setup = allocations(ir, names, schedule, local)
+    arrays = list(dict.fromkeys([*(names[t] for t in memory),
+                                 *(line.split(" = ")[0] for line in setup)]))
     nests: list[str] = []
     first: list[str] = []
-    if fast or streamed:
-        body = one_body(exact, nest_blocks(ir, names, schedule, local, fast))
-        arrays = list(dict.fromkeys([*(names[t] for t in memory),
-                                     *(line.split(" = ")[0] for line in setup)]))
-        nests = nests_function(f"{ir.name}_nests", arrays, body, bool(fast))
+    pooled: list[str] = []
+    if fast or streamed or parts > 1:
+        body = (one_body(exact, nest_blocks(ir, names, schedule, local, fast, parts > 1))
+                if fast or streamed else exact)
+        nests = nests_function(f"{ir.name}_nests", arrays, body, bool(fast), bool(streamed),
+                               parts > 1)
+        if parts > 1:
+            specs = array_specs(ir, names, memory, setup)
+            nests += part_task(ir.name, arrays, specs, parts, fast, bool(streamed))
+            setup += part_arguments(ir.name, arrays, parts)
+            pooled = nest_parts(ir.name, schedule)
+
+        def call(exact_flag: str) -> tuple[str, list[str]]:
+            if parts > 1:
+                return "run_nests(", ["pool", "arguments", "NESTS", exact_flag]
+            return f"{ir.name}_nests(", [*arrays, exact_flag]
         width = LINE_LIMIT - len(INDENT) * (1 + bool(streamed))
         first = ([*fast_comment(fast, 1 + bool(streamed)),
-                  *wrap_call(f"if {ir.name}_nests(", [*arrays, "False"], ") < INF_BITS:",
+                  *wrap_call(f"if {call('False')[0]}", call("False")[1], ") < INF_BITS:",
                              width=width), INDENT + "return"] if fast else
-                 [*wrap_call(f"{ir.name}_nests(", [*arrays, "False"], ")", width=width),
-                  "return"])
-        exact = wrap_call(f"{ir.name}_nests(", [*arrays, "True"], ")",
-                          width=LINE_LIMIT - len(INDENT))
+                 [*wrap_call(*call("False"), ")", width=width), "return"] if streamed else [])
+        exact = wrap_call(*call("True"), ")", width=LINE_LIMIT - len(INDENT))
     if streamed:
         first = [*STREAMED_COMMENT, *all_line_aligned([names[t] for t in streamed]),
                  *(INDENT + line for line in first)]
     lines = [*first, *EXACT_LOOP_COMMENT, *exact] if first else exact
     lines = setup + lines
-    parallel = ", parallel=True" if any(nest.threads > 1 for nest in schedule.nests) else ""
-    signature = "void(" + ", ".join(f"{ir.value(t).dtype}[::1]" for t in memory) + ")"
+    pool = ["pool"] if parts > 1 else []
+    signature = "void(" + ", ".join([*(f"{ir.value(t).dtype}[::1]" for t in memory),
+                                     *(["int64[::1]"] if pool else [])]) + ")"
     kernel = [f"@njit('{signature}',",
-              f"      error_model='numpy', nogil=True, cache=True{parallel}, "
+              "      error_model='numpy', nogil=True, cache=True, "
               "pipeline_class=NoAliasCompiler)",
-              *wrap_call(f"def {ir.name}(", [names[t] for t in memory], "):"),
+              *wrap_call(f"def {ir.name}(", [*(names[t] for t in memory), *pool], "):"),
               *(INDENT + line for line in lines)]
     table_lines = tables(ir, names, schedule)
-    constants = module_constants([*lines, *nests, *table_lines])
+    constants = module_constants([*lines, *nests, *table_lines]) + pooled
+    dtypes = {ir.value(t).dtype for t in memory} | (
+        {dtype for dtype, _ in specs.values()} | {"int64"} if parts > 1 else set())
     lines = header(ir, names, schedule) + [
-        "", *module_imports([*lines, *nests, *constants, *table_lines], bool(parallel),
-                            {ir.value(t).dtype for t in memory}),
+        "", *module_imports([*lines, *nests, *constants, *table_lines], dtypes),
         *(["", *constants] if constants else []), *table_lines, "", *nests, *kernel, "", "",
-        *entry_point(ir, names, memory, layout), ""]
+        *entry_point(ir, names, memory, layout, parts > 1), ""]
     return "\n".join(lines)
+
+
+#: A buffer the kernel allocates: `name = np.empty(n, np.dtype)`, `np.full(n, fill,
+#: np.dtype)` or `stack_empty(n, np.dtype)` (codegen.emit.allocations).
+ALLOCATION = re.compile(r"(\w+) = (?:np\.empty|np\.full|stack_empty)\((\d+), (?:.*, )?np\.(\w+)\)")
+
+
+def array_specs(ir: KernelIR, names: dict[int, str], memory: list[int],
+                setup: list[str]) -> dict[str, tuple[str, int]]:
+    """Each array the kernel passes its nests: dtype and length."""
+    specs = {names[t]: (ir.value(t).dtype, math.prod(ir.value(t).shape)) for t in memory}
+    for line in setup:
+        allocated = ALLOCATION.fullmatch(line)
+        if allocated:
+            specs[allocated[1]] = (allocated[3], int(allocated[2]))
+    return specs
+
+
+def part_arguments(name: str, arrays: list[str], parts: int) -> list[str]:
+    """The kernel's lines filling the `arguments` its task reads (codegen.native's
+    ARGUMENT_*): the nest and whether exactly (run_nests sets them), each part's misses, then
+    the arrays' addresses."""
+    first = ARGUMENT_MISSES + parts
+    return [f"# What {name}_part reads: the nest, whether exactly, each part's misses, then",
+            "# where the arrays are.",
+            f"arguments = stack_empty({first + len(arrays)}, np.int64)",
+            *(f"arguments[{first + k}] = {array}.ctypes.data" for k, array in enumerate(arrays))]
+
+
+def part_task(name: str, arrays: list[str], specs: dict[str, tuple[str, int]], parts: int,
+              fast: FastPath | None, streamed: bool) -> list[str]:
+    """The native task the interpreter's pool runs for each part of a nest: the kernel's
+    arrays from their addresses in `arguments`, one part of one nest, its misses stored."""
+    first = ARGUMENT_MISSES + parts
+    signature = ", ".join([*(f"{specs[array][0]}[::1]" for array in arrays), "boolean", "int64",
+                           "int64"])
+    returns = "int32" if fast else "void"
+    result = "return " if fast else ""
+    both = bool(fast) or streamed
+    run = [f"@njit('{returns}({signature})',",
+           "      error_model='numpy', nogil=True, cache=True, pipeline_class=NoAliasCompiler)",
+           *wrap_call(f"def {name}_part_of(", [*arrays, "exact", "nest", "part"], "):"),
+           f'{INDENT}"""Part `part` of nest `nest`: the nests with the arrays as arguments, which',
+           f'{INDENT}LLVM then knows apart (NoAliasCompiler)."""',
+           *([f"{INDENT}if exact:"] if both else []),
+           *wrap_call(f"{result}{name}_nests(", [*arrays, "True", "nest", "part"], ")",
+                      INDENT * (1 + both)),
+           *(wrap_call(f"{result}{name}_nests(", [*arrays, "False", "nest", "part"], ")", INDENT)
+             if both else []), "", ""]
+    lines = [f"{INDENT}{line}" for k, array in enumerate(arrays) for line in assignment(
+        array, f"carray({POINTERS[specs[array][0]]}(load_i64(arguments + {8 * (first + k)})), "
+               f"({specs[array][1]},))", LINE_LIMIT - len(INDENT))]
+    lines += wrap_call(f"{'misses = ' if fast else ''}{name}_part_of(",
+                       [*arrays, f"load_i64(arguments + {8 * ARGUMENT_EXACT}) != 0",
+                        f"load_i64(arguments + {8 * ARGUMENT_NEST})", "part"], ")", INDENT)
+    if fast:
+        lines.append(f"{INDENT}store_i64(arguments + {8 * ARGUMENT_MISSES} + 8 * part, misses)")
+    return [*run, "@cfunc('void(int64, int64)', cache=True)",
+            f"def {name}_part(arguments, part):",
+            f'{INDENT}"""Part `part` of the nest `arguments` names, on a thread of the '
+            'interpreter\'s',
+            f'{INDENT}pool (codegen.native.run_nests)."""',
+            *lines, "", ""]
+
+
+def nest_parts(name: str, schedule: Schedule) -> list[str]:
+    """The NESTS constant: each nest that computes anything, in order, with its parts."""
+    entries = [f"({number}, {nest.threads})" for number, nest in enumerate(schedule.nests, 1)
+               if nest.elements]
+    return [f"# The nests in order, as (nest, parts): each part a call of {name}_part on the",
+            "# interpreter's pool.",
+            *wrap_call("NESTS = (", entries, ",)" if len(entries) == 1 else ")")]
 
 
 #: The most arguments CPython's compiler passes one by one (STACK_USE_GUIDELINE).
 CPYTHON_DIRECT_ARGS = 30
 
 
-def nests_function(name: str, arrays: list[str], body: list[str], fast: bool) -> list[str]:
+def nests_function(name: str, arrays: list[str], body: list[str], fast: bool,
+                   streamed: bool = True, in_parts: bool = False) -> list[str]:
     """The nests once for both loops (codegen.variants), a function of the kernel's arrays:
     the exact loop and the fast one, or without a fast loop, the loop that streams its
-    outputs."""
+    outputs. `in_parts`: one part of one nest a call (`nest`, `part`)."""
     first = (["The nests: with `exact` as LiteRT computes them; else the fast loop,",
-              "which returns the largest magnitude() it checks. `exact` is a constant at"]
+              "which returns the largest magnitude() it checks. `exact` is a constant at",
+              "each call: numba keeps one branch of each `if exact`."]
              if fast else
              ["The nests as LiteRT computes them: with `exact` storing the outputs,",
-              "else streaming them past the caches. `exact` is a constant at"])
-    docstring = [f'"""{first[0]}', first[1],
-                 'each call: numba keeps one branch of each `if exact`."""']
+              "else streaming them past the caches. `exact` is a constant at",
+              "each call: numba keeps one branch of each `if exact`."]
+             if streamed else ["The nests as LiteRT computes them."])
+    if in_parts:
+        first.append("A call runs part `part` of nest `nest`.")
+    docstring = [f'"""{first[0]}', *first[1:-1], f'{first[-1]}"""'] if len(first) > 1 else \
+        [f'"""{first[0]}"""']
+    extra = ["exact", "nest", "part"] if in_parts else ["exact"]
     # CPython passes more than 30 arguments as one tuple (*args), which numba cannot inline:
     # such a call compiles as a call, testing `exact` where it runs.
-    inline = ", inline='always'" if len(arrays) + 1 <= CPYTHON_DIRECT_ARGS else ""
+    inline = ", inline='always'" if len(arrays) + len(extra) <= CPYTHON_DIRECT_ARGS else ""
     return [f"@njit(error_model='numpy', nogil=True{inline})",
-            *wrap_call(f"def {name}(", [*arrays, "exact"], "):"),
+            *wrap_call(f"def {name}(", [*arrays, *extra], "):"),
             *(INDENT + line for line in docstring),
             *([f"{INDENT}misses = np.int32(0)"] if fast else []),
             *(INDENT + line for line in body),
@@ -188,12 +283,20 @@ def all_line_aligned(arrays: list[str]) -> list[str]:
 
 
 def nest_blocks(ir: KernelIR, names: dict[int, str], schedule: Schedule,
-                local: list[NestNames], fast: FastPath | None) -> list[str]:
-    """Every nest in order, each under a comment saying what it computes and how it loops."""
+                local: list[NestNames], fast: FastPath | None, in_parts: bool = False
+                ) -> list[str]:
+    """Every nest in order, each under a comment saying what it computes and how it loops;
+    `in_parts`, each under `if nest == number:` (a call runs one)."""
     lines = []
     for number, (nest, nest_local) in enumerate(zip(schedule.nests, local), 1):
-        if nest.elements:
-            lines += EMITTERS[type(nest)](ir, names, nest, number, nest_local, fast)
+        if not nest.elements:
+            continue
+        block = EMITTERS[type(nest)](ir, names, nest, number, nest_local, fast)
+        if in_parts:
+            comments = next(k for k, line in enumerate(block) if not line.startswith("#"))
+            block = [*block[:comments], f"if nest == {number}:",
+                     *(INDENT + line for line in block[comments:])]
+        lines += block
     return lines
 
 
@@ -245,18 +348,18 @@ def tables(ir: KernelIR, names: dict[int, str], schedule: Schedule) -> list[str]
     return lines
 
 
-def module_imports(body: list[str], parallel: bool, dtypes: set[str]) -> list[str]:
+def module_imports(body: list[str], dtypes: set[str]) -> list[str]:
     """The imports of what `body` (all but the entry point) calls, and the entry point's."""
     code = [line.split("#")[0] for line in body]
     used = {name for line in code for name in re.findall(r"\b([a-z_0-9]+)\(", line)}
-    numba_names = "carray, cfunc, njit" + (", prange" if parallel else "")
     numpy = ["import numpy as np"] if any(re.search(r"\bnp\.", line) for line in code) else []
-    lines = [*numpy, f"from numba import {numba_names}", ""]
+    lines = [*numpy, "from numba import carray, cfunc, njit", ""]
     by_module: dict[str, list[str]] = {}
     for name in sorted(used & set(KERNEL_HELPERS)):
         by_module.setdefault(KERNEL_HELPERS[name], []).append(name)
     entry_helpers = sorted({POINTERS[dtype] for dtype in dtypes}) + ["load_i32", "load_i64"]
-    by_module["codegen.native"] = by_module.get("codegen.native", []) + entry_helpers
+    by_module["codegen.native"] = list(dict.fromkeys(by_module.get("codegen.native", [])
+                                                     + entry_helpers))
     for module, names in by_module.items():
         line = f"from {module} import {', '.join(names)}"
         lines += [line] if len(line) <= LINE_LIMIT else wrap_call(
@@ -276,9 +379,10 @@ def module_constants(lines: list[str]) -> list[str]:
 
 
 def entry_point(ir: KernelIR, names: dict[int, str], memory: list[int],
-                layout: TensorTableLayout) -> list[str]:
+                layout: TensorTableLayout, pooled: bool = False) -> list[str]:
     """The native invoke: each tensor's address is read from the context on every call, at the
-    tensor id the node lists in its position (a TfLiteIntArray: its size, then the ids)."""
+    tensor id the node lists in its position (a TfLiteIntArray: its size, then the ids);
+    `pooled`, the pool block from the node's slot too (codegen.native.run_nests)."""
     lines = ["@cfunc('int32(int64, int64)', cache=True)",
              f"def {ir.name}_invoke(context, node):",
              f"{INDENT}tensors = load_i64(context + {layout.context_tensors_offset})"]
@@ -295,7 +399,11 @@ def entry_point(ir: KernelIR, names: dict[int, str], memory: list[int],
             names[t],
             f"carray({pointer}(load_i64({tensor} + {layout.tensor_data_offset})), ({elements},))",
             LINE_LIMIT - len(INDENT))]
-    lines += [*wrap_call(f"{ir.name}(", [names[t] for t in memory], ")", INDENT),
+    if pooled:
+        lines.append(f"{INDENT}pool = carray(int64_pointer(load_i64(node + "
+                     f"{layout.node_user_data_offset}) + {layout.slot_pool_offset}), (3,))")
+    lines += [*wrap_call(f"{ir.name}(", [*(names[t] for t in memory),
+                                         *(["pool"] if pooled else [])], ")", INDENT),
               f"{INDENT}return 0"]
     return lines
 

@@ -16,7 +16,7 @@ import sys
 import time
 from dataclasses import dataclass, replace
 
-from codegen.compile import DEFAULT_DIR, CompileError, Kernel, KernelCache, max_parallel_threads
+from codegen.compile import DEFAULT_DIR, CompileError, Kernel, KernelCache
 from codegen.ir import KernelIR, Op, Value, broadcast_shapes, reduced_shape
 from codegen.ops import REDUCTIONS, STENCILS
 from codegen.pipeline import Built, NotBuildable, build
@@ -25,7 +25,7 @@ from codegen.render import TensorTableLayout
 from codegen.window import conv_output_shape
 from codegen.workers import compile_ahead
 
-from . import abi
+from . import abi, native
 from .claims import (FusedNode, NotClaimed, fused_node, integer_exponent, op_name, qparams,
                      reduction_axes, unsupported_reason)
 from .context import Context, NodeInfo, Partition
@@ -33,7 +33,8 @@ from .errors import KernelBuildError, KernelCompileError
 from .features import partition_features, plan_nodes
 from .options import FusionOptions
 from .policy import ClaimPolicy
-from .simple_delegate import SimpleDelegate, SimpleDelegateKernel, largest_first
+from .simple_delegate import Graph, SimpleDelegate, SimpleDelegateKernel, largest_first
+from .threadpool import NoPool, ThreadPool, interpreter_pool
 from .worth import Prediction
 
 log = logging.getLogger("fusion_delegate")
@@ -41,9 +42,13 @@ log = logging.getLogger("fusion_delegate")
 LAYOUT = TensorTableLayout(context_tensors_offset=abi.CONTEXT_TENSORS_OFFSET,
                            tensor_size=abi.TENSOR_SIZE, tensor_data_offset=abi.TENSOR_DATA_OFFSET,
                            node_inputs_offset=abi.NODE_INPUTS_OFFSET,
-                           node_outputs_offset=abi.NODE_OUTPUTS_OFFSET)
+                           node_outputs_offset=abi.NODE_OUTPUTS_OFFSET,
+                           node_user_data_offset=abi.NODE_USER_DATA_OFFSET,
+                           slot_pool_offset=native.SLOT_POOL_OFFSET)
 
 _CACHES: dict[str, KernelCache] = {}
+#: Why the interpreter's pool could not be used, each logged once per process.
+_POOL_REFUSALS: set[str] = set()
 
 #: Partition tensors of this many bytes or more are advised into huge pages (x86-64's 2 MB),
 #: on the first invoke after each prepare: TFLite's arena is on 4 KiB pages (it never
@@ -190,8 +195,8 @@ class FusionDelegate(SimpleDelegate):
         reason, and never fails the model."""
         try:
             nodes = [fused_node(context.node(n)) for n in sorted(partition.nodes)]
-            ir = partition_ir(context, nodes, partition, self.kernel_threads(context),
-                              self.options.precision)
+            ir = partition_ir(context, nodes, partition,
+                              self.kernel_threads(context, self.graph), self.options.precision)
             return ir, build(ir, LAYOUT, cache=self.cache)
         except NotBuildable as error:
             return NotClaimed("kernel cannot be built: {}", error)
@@ -200,10 +205,28 @@ class FusionDelegate(SimpleDelegate):
             return NotClaimed("kernel cannot be built: internal error {}: {}",
                               type(error).__name__, error)
 
-    def kernel_threads(self, context: Context) -> int:
-        """The `num_threads` option, else the interpreter's, within what numba can run."""
+    def initialize(self, context: Context) -> None:
+        self.graph.pool = self.thread_pool(context)
+
+    def thread_pool(self, context: Context) -> ThreadPool | None:
+        """The interpreter's pool, for kernels that split their work (None: one thread, as
+        the interpreter or the `num_threads` option asks, or no pool can be verified here)."""
+        if (self.options.num_threads or context.num_threads) <= 1:
+            return None
+        try:
+            return interpreter_pool(context.address())
+        except Exception as error:  # noqa: BLE001 - anything unverified: one thread
+            reason = str(error) if isinstance(error, NoPool) else repr(error)
+            if reason not in _POOL_REFUSALS:
+                _POOL_REFUSALS.add(reason)
+                log.info("fused kernels run on one thread: the interpreter's thread pool "
+                         "cannot be used (%s)", reason)
+            return None
+
+    def kernel_threads(self, context: Context, graph: Graph) -> int:
+        """The `num_threads` option, else the interpreter's, within the graph's pool."""
         requested = self.options.num_threads or context.num_threads
-        return min(requested, max_parallel_threads()) if requested > 1 else 1
+        return min(requested, graph.pool.threads) if graph.pool is not None else 1
 
     def create_kernel(self) -> SimpleDelegateKernel:
         return FusionKernel(self)
@@ -307,7 +330,8 @@ class FusionKernel(SimpleDelegateKernel):
             raise KernelBuildError(hint.format("the runtime's node lists other tensors than "
                                                "the partition it was made for"))
         ir = partition_ir(context, self.nodes, self.partition,
-                          self.delegate.kernel_threads(context), self.delegate.options.precision)
+                          self.delegate.kernel_threads(context, self.graph),
+                          self.delegate.options.precision)
         kept = self.graph.built.get(self.partition.nodes)
         try:
             built = (kept[1] if kept is not None and kept[0] == ir
@@ -324,6 +348,9 @@ class FusionKernel(SimpleDelegateKernel):
         except CompileError as error:
             raise KernelCompileError(hint.format(error), error.source_path) from error
         self.kernel = kernel
+        if kernel.part_address:
+            pool = self.graph.pool
+            self.set_pool_block((pool.parallelize, pool.pool, kernel.part_address))
         # The arena is allocated after prepare: large tensors are advised on the first invoke,
         # in Python, which then hands the runtime the native entry point.
         self.large = [t for t in (*ir.inputs, *ir.outputs) if not context.tensor(t).is_constant

@@ -2,8 +2,10 @@
 
 Invoke is on the hot path; free runs while interpreters are destroyed, possibly during
 interpreter shutdown after Python's module state is gone, when calling a ctypes thunk would
-crash. A kernel slot is `int64[2] {invoke address, freed flag}`, malloc'd by kernel init and
-returned as node->user_data; free only sets the flag, and Python releases flagged slots later.
+crash. A kernel slot is `int64[5] {invoke address, freed flag, pool block}`, malloc'd by kernel
+init and returned as node->user_data; free only sets the flag, and Python releases flagged slots
+later. The pool block is what a kernel with parts reads to run them on the interpreter's pool
+(codegen.native.run_nests): `pthreadpool_parallelize_1d`, the pool, the kernel's task.
 """
 import ctypes
 
@@ -13,8 +15,10 @@ from codegen.native import call_status_fn, load_i64, store_i64
 
 from .abi import NODE_USER_DATA_OFFSET, kTfLiteError
 
-SLOT_BYTES = 16
+SLOT_WORDS = 5
+SLOT_BYTES = 8 * SLOT_WORDS
 SLOT_FREED_OFFSET = 8
+SLOT_POOL_OFFSET = 16
 _NO_SLOT = -1  # TfLiteKernelInitFailed()
 
 

@@ -29,10 +29,11 @@ class FusionOptions:
     #: interpreter's threads (1.1: 1.2 at two, and 1.8 between XNNPACK's threaded ops:
     #: policy.ClaimPolicy.pays). 0: claim all.
     min_speedup: float = 1.1
-    #: Threads for large partitions; 0: the interpreter's num_threads. One by default: between
-    #: ops XNNPACK runs, its pool's threads spin for a while after each op, and a parallel
-    #: kernel waits for the core they hold (a one-op kernel over 64K elements took ~100 us on
-    #: 2 threads against ~5 us on one).
+    #: Parts a large partition's loops split into, run on the interpreter's own thread pool
+    #: (fusion_delegate.threadpool; one thread where it cannot be verified); 0: the
+    #: interpreter's num_threads. One by default: LiteRT's wheels run XNNPACK on a pool of its
+    #: own, and two pools on the same cores gain less than they cost on some graphs
+    #: (perf/README.md, "Kernels on the interpreter's thread pool").
     num_threads: int = 1
     #: Node indices never to claim, comma-separated ("12,13,20"): what an error names to step
     #: around a partition, and how per-partition gains are measured.

@@ -45,6 +45,12 @@ class SimpleDelegateKernel:
     #: invoke takes it as its second argument).
     node_address: int = 0
 
+    def set_pool_block(self, values: tuple[int, int, int]) -> None:
+        """Fill the pool block of the kernel's slot (fusion_delegate.native), which its native
+        invoke reads: call in prepare()."""
+        node = abi.TfLiteNode.from_address(self.node_address)
+        _slot(node.user_data)[native.SLOT_POOL_OFFSET // 8:native.SLOT_WORDS] = list(values)
+
     def init(self, context: Context, nodes: list[NodeInfo], inputs: tuple[int, ...],
              outputs: tuple[int, ...]) -> None:
         """Remember the partition (its nodes, and its input and output tensor ids)."""
@@ -67,6 +73,7 @@ class Graph:
     kernels: dict = field(default_factory=dict)
     predictions: dict = field(default_factory=dict)
     built: dict = field(default_factory=dict)
+    pool: object = None          # the interpreter's thread pool, where kernels may use it
 
 
 def largest_first(partitions: list[Partition]) -> list[Partition]:
@@ -184,7 +191,7 @@ _GRAPH_LOCK = threading.RLock()
 
 
 def _slot(address: int) -> ctypes.Array:
-    return (c_int64 * 2).from_address(address)
+    return (c_int64 * native.SLOT_WORDS).from_address(address)
 
 
 def sweep_freed_kernels() -> None:
@@ -264,7 +271,7 @@ def _kernel_init(context: Context, buffer, length) -> int:
         kernel.init(context, nodes, abi.int_array(params.input_tensors),
                     abi.int_array(params.output_tensors))
         address = abi.malloc(native.SLOT_BYTES)
-        _slot(address)[:] = [0, 0]
+        _slot(address)[:] = [0] * native.SLOT_WORDS
         _LIVE_KERNELS[address] = (kernel, delegate)
         return address
 

@@ -28,7 +28,7 @@ interpreter = builtin_interpreter(open({model!r}, "rb").read(), [delegate],
 x = np.arange(np.prod({shape}), dtype=np.float32).reshape({shape}) / 7
 out = run(interpreter, [x])[0]
 print(json.dumps({{"hits": [k.kernel.cache_hit for k in delegate.kernels.values()],
-                  "parallel": ["prange" in k.kernel.source for k in delegate.kernels.values()],
+                  "parallel": ["_part(arguments, part)" in k.kernel.source for k in delegate.kernels.values()],
                   "out": out.ravel()[::97].tolist()}}))
 """
 

@@ -90,7 +90,7 @@ def test_generated_lines_fit_in_100_columns_however_deep_the_nest():
            Op(3, "ADD", (3, 6), 4, (("activation", 0),)), Op(4, "SIN", (4,), 5))
     source = kernel_source(KernelIR(values, ops, inputs=(0, 6), outputs=(5,), threads=2),
                            LAYOUT)
-    assert "for part in prange(2):" in source and "for tile in" in source and "misses" in source
+    assert "in 2 parts (one a thread)" in source and "for tile in" in source and "misses" in source
     assert max(len(line) for line in source.splitlines() if not line.startswith("#")) <= 100
     assert source.count("# Nest 1 over") == 1          # the fast and exact loops as one text
 

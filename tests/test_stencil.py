@@ -49,7 +49,9 @@ def conv_model(shape: tuple[int, ...], kernel: tuple[int, int], **params) -> byt
 
 def fused(model: bytes, cache_dir: str, **options) -> tuple[FusionDelegate, object]:
     delegate = FusionDelegate(cache_dir=cache_dir, **{"min_speedup": 0.0, **options})
-    return delegate, builtin_interpreter(model, [delegate])
+    # Kernels split into at most the interpreter's threads (its pool runs the parts).
+    threads = max(options.get("num_threads", 1), 1)
+    return delegate, builtin_interpreter(model, [delegate], num_threads=threads)
 
 
 def schedule(delegate: FusionDelegate):

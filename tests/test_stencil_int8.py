@@ -293,7 +293,7 @@ def test_two_threads_split_the_int8_rows(cache_dir, rng):
     shape = (1, 64, 64, 36)
     model = int8_conv_model(shape, (7, 7))
     delegate = FusionDelegate(cache_dir=cache_dir, min_speedup=0.0, num_threads=2)
-    interpreter = builtin_interpreter(model, [delegate])
+    interpreter = builtin_interpreter(model, [delegate], num_threads=2)
     assert nests(delegate)[0].threads == 2
     x = codes(rng, shape)
     np.testing.assert_array_equal(run(interpreter, [x])[0],
