@@ -126,6 +126,10 @@ LANE_CHECKS_BELOW = 128
 
 #: Below this many elements a kernel runs on one thread: waking threads costs more.
 PARALLEL_MIN_ELEMENTS = 1 << 16
+#: ... and with more threads, each part has at least this many: handing a part to a pool
+#: thread costs some microseconds, which many small parts would not earn back (perf/README.md,
+#: "Kernels on the interpreter's thread pool").
+PART_MIN_ELEMENTS = PARALLEL_MIN_ELEMENTS // 2
 #: Bytes of its buffers and aligned copies a kernel may keep on its stack (_on_stack): a few
 #: pages, within any thread's stack that calls the interpreter.
 STACK_BYTES = 64 << 10
@@ -243,7 +247,7 @@ def _threaded(nest: Nest, requested: int, lanes: int) -> Nest:
     if (requested <= 1 or nest.elements < PARALLEL_MIN_ELEMENTS or isinstance(nest, TableNest)
             or not isinstance(nest, RowsNest) and any(op.reduction for op in nest.ops)):
         return nest                    # (a reduction's outer loop may run along a reduced dim)
-    threads = min(requested, nest.levels[0][1])
+    threads = min(requested, nest.levels[0][1], nest.elements // PART_MIN_ELEMENTS)
     if threads == 1:
         return nest
     if isinstance(nest, UnrolledRowsNest):

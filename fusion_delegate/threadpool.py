@@ -1,18 +1,21 @@
 """The interpreter's own thread pool, where it can be reached and verified.
 
-LiteRT's default XNNPACK delegate runs on the pthreadpool of the interpreter's
-CpuBackendContext (`CpuBackendContext::GetFromContext(context)->get_xnnpack_threadpool()`, in
-tflite/kernels/cpu_backend_context.cc). A fused kernel that splits its work over the same pool
-uses every core the user asked for without fighting XNNPACK's workers for them: the pool runs
-one job at a time, and its workers, spinning after XNNPACK's last op, start ours at once.
+The interpreter keeps a pthreadpool of `num_threads` threads in its CpuBackendContext
+(`CpuBackendContext::GetFromContext(context)->get_xnnpack_threadpool()`, in
+tflite/kernels/cpu_backend_context.cc). A fused kernel split into parts runs them there, on
+the threads the user gave the interpreter. XNNPACK takes the same pool only in builds with
+TFLITE_KERNEL_USE_XNNPACK (tflite/delegates/xnnpack/xnnpack_delegate.cc); ai-edge-litert
+2.3.0's wheel is built without it, and XNNPACK runs on a pool of its own beside the
+interpreter's (a second worker thread appears; perf/README.md).
 
 None of those functions is exported. Their addresses are read from the library's symbol table
 (`.symtab`, local symbols), and nothing is called unless all of it checks out:
 - the library is the one whose code the context's own callbacks point into;
 - each function's machine code in memory is the bytes its symbol names in the file (a symbol
   table that does not belong to the loaded library fails here);
+- the interpreter set its CPU backend context (GetFromContext aborts the process without);
 - the pool the interpreter hands out runs as many threads as the interpreter was given.
-Anything else: no pool, with the reason (the kernel then runs its parts on the caller).
+Anything else: no pool, with the reason (kernels then run on one thread).
 """
 from __future__ import annotations
 
@@ -34,6 +37,9 @@ PARALLELIZE_1D = "pthreadpool_parallelize_1d"
 GET_THREADS_COUNT = "pthreadpool_get_threads_count"
 FUNCTIONS = (GET_FROM_CONTEXT, GET_XNNPACK_THREADPOOL, PARALLELIZE_1D, GET_THREADS_COUNT)
 
+#: TfLiteExternalContextType kTfLiteCpuBackendContext (tflite/core/c/common.h).
+CPU_BACKEND_CONTEXT = 3
+_GET_EXTERNAL_CONTEXT = ctypes.CFUNCTYPE(ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int)
 _POINTER_OF_POINTER = ctypes.CFUNCTYPE(ctypes.c_void_p, ctypes.c_void_p)
 _COUNT_OF_POOL = ctypes.CFUNCTYPE(ctypes.c_size_t, ctypes.c_void_p)
 
@@ -55,7 +61,13 @@ def interpreter_pool(context_address: int) -> ThreadPool:
     """The pool of the interpreter owning `context_address` (a TfLiteContext*), verified."""
     context = abi.TfLiteContext.from_address(context_address)
     threads = max(context.recommended_num_threads, 1)
-    functions = _library_functions(_library_of(context.GetExternalContext or 0))
+    if not context.GetExternalContext:
+        raise NoPool("the context has no GetExternalContext")
+    functions = _library_functions(_library_of(context.GetExternalContext))
+    # GetFromContext aborts the process where the interpreter set no CPU backend context.
+    if not _GET_EXTERNAL_CONTEXT(context.GetExternalContext)(context_address,
+                                                             CPU_BACKEND_CONTEXT):
+        raise NoPool("the interpreter has no CPU backend context")
     backend = functions[GET_FROM_CONTEXT](context_address)
     if not backend:
         raise NoPool("the interpreter has no CPU backend context")

@@ -1,15 +1,21 @@
-"""Fused kernels on the interpreter's thread pool: `python perf/threads.py [--rounds 41]`.
+"""Fused kernels on the interpreter's thread pool: `python perf/threads.py [--models GLOB ...]`.
 
 One elementwise op (TANH) between two convolutions XNNPACK runs, at 64K to 1M elements. The
 op's cost is the model with it less the same model without it (the two convolutions back to
 back), timed in the same interleaved rounds (perf/timing.py): LiteRT's default path and the
 delegate (claiming the op), each at 1 and 2 interpreter threads. With the pool, a 2-thread
 kernel splits its elements in two parts, one on the interpreter's thread and one on the pool's
-worker, which spins for a while after XNNPACK's convolution and so starts at once.
+worker.
+
+`--models GLOB ...`: corpus models at 2 threads instead, interleaved: LiteRT twice (the twins'
+spread is the noise) and the delegate with kernels on one thread (`num_threads=1`, the
+default) and in parts on the pool (`num_threads=0`), each at the default `min_speedup` and at
+0 (claiming all it can build).
 """
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from pathlib import Path
 
@@ -22,7 +28,7 @@ import numpy as np  # noqa: E402
 from fusion_delegate import FusionDelegate  # noqa: E402
 from fusion_delegate.model import ModelBuilder  # noqa: E402
 from fusion_delegate.tools.runner import set_inputs  # noqa: E402
-from perf.models import interpreter  # noqa: E402
+from perf.models import CORPUS, interpreter, matches, model_inputs  # noqa: E402
 from perf.timing import interleaved  # noqa: E402
 
 CHANNELS = 16
@@ -45,10 +51,40 @@ def sandwich(side: int, with_op: bool) -> bytes:
     return b.to_bytes()
 
 
+def corpus_models(globs: list[str], rounds: int) -> None:
+    """Each model at 2 threads: LiteRT's twins and the delegate's four configurations."""
+    manifest = json.loads((CORPUS / "manifest.json").read_text())["models"]
+    configs = {"fused nt1": {"num_threads": 1}, "fused nt0": {"num_threads": 0},
+               "all nt1": {"num_threads": 1, "min_speedup": 0.0},
+               "all nt0": {"num_threads": 0, "min_speedup": 0.0}}
+    print("| model | LiteRT twin | " + " | ".join(configs) + " |")
+    print("|---|---|" + "---|" * len(configs))
+    for model in (m for m in manifest if matches(m["id"], globs)):
+        data = (CORPUS / model["file"]).read_bytes()
+        methods = {}
+        for name in ("litert", "twin"):
+            it = interpreter(data, 2)
+            set_inputs(it, model_inputs(it, model))
+            methods[name] = it.invoke
+        for name, options in configs.items():
+            it = interpreter(data, 2, FusionDelegate(**options))
+            set_inputs(it, model_inputs(it, model))
+            methods[name] = it.invoke
+        times = interleaved(methods, rounds, 0.002, 20.0)
+        base = times["litert"].median
+        cells = [f"{base / times[name].median:.3f}x" for name in ("twin", *configs)]
+        print(f"| {model['id']} | " + " | ".join(cells) + " |", flush=True)
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=41)
+    parser.add_argument("--models", nargs="+", metavar="GLOB",
+                        help="corpus models at 2 threads instead of the one-op sandwich")
     args = parser.parse_args(argv)
+    if args.models:
+        corpus_models(args.models, args.rounds)
+        return
     rng = np.random.default_rng(0)
     print("| elements | LiteRT 1t us | LiteRT 2t us | fused 1t us | fused 2t us | "
           "fused 2t vs 1t | fused 2t vs LiteRT 2t |")

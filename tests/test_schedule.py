@@ -9,8 +9,8 @@ from conftest import HOST, builtin_interpreter, ir_of, kernel_source, run, same_
 from codegen.ir import KernelIR, Op, Value
 from codegen.nests import ElementwiseNest, RowBlockNest, RowsNest, StencilNest, UnrolledRowsNest
 from codegen.window import Window
-from codegen.schedule import (ROW_COPIES_BYTES, ROW_TILE, STREAM_MIN_BYTES, UNROLL_MAX_ELEMENTS,
-                              UNROLL_ROWS, plan, vector_block)
+from codegen.schedule import (PART_MIN_ELEMENTS, ROW_COPIES_BYTES, ROW_TILE, STREAM_MIN_BYTES,
+                              UNROLL_MAX_ELEMENTS, UNROLL_ROWS, plan, vector_block)
 from fusion_delegate import FusionDelegate
 from fusion_delegate.fusion import LAYOUT
 from fusion_delegate.model import ModelBuilder
@@ -349,6 +349,9 @@ def test_the_plan_decides_threads_stack_memory_and_the_fast_loop():
     fast = plan(gated(3, threads=1), HOST).fast
     assert fast is not None and (fast.dropped, fast.checked) == (3, (12,))
     assert [nest.threads for nest in plan(gated(3, threads=1), HOST).nests] == [1, 1]
+    # Many threads: each part keeps at least PART_MIN_ELEMENTS (512 x 256 = 4 of them).
+    _, many = plan(gated(1, threads=64), HOST).nests
+    assert many.threads == 512 * 256 // PART_MIN_ELEMENTS == 4 and many.part == 128
 
 
 def depthwise_ir(readers: list[tuple[str, tuple[int, ...], int]], outputs: tuple[int, ...],

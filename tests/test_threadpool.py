@@ -90,3 +90,24 @@ def test_parts_on_the_pool_give_the_one_thread_bits_with_inf_and_nan(cache_dir, 
     assert same_bits(outputs[1], outputs[2])
     want = run(builtin_interpreter(swish_add()), [x])[0]
     assert same_bits(np.isnan(outputs[2]), np.isnan(want))
+
+
+def test_interpreters_of_other_thread_counts_share_a_delegate_and_outlive_each_other(
+        cache_dir, rng):
+    """One delegate on interpreters of 2, 3 and 1 threads, each with the pool of its own; the
+    first destroyed while the others run on."""
+    import gc
+    delegate = FusionDelegate(cache_dir=cache_dir, min_speedup=0.0, num_threads=0)
+    x = [rng.standard_normal(SHAPE).astype(np.float32)]
+    want = run(builtin_interpreter(swish_add()), x)[0]
+    interpreters = {}
+    for threads in (2, 3, 1):
+        interpreters[threads] = builtin_interpreter(swish_add(), [delegate],
+                                                    num_threads=threads)
+        pool = delegate.main_graph.pool
+        assert (pool.threads if pool else 1) == threads
+    del interpreters[2]
+    gc.collect()
+    results = [run(interpreter, x)[0] for interpreter in interpreters.values()]
+    assert same_bits(results[0], results[1])
+    np.testing.assert_allclose(results[0], want, rtol=1e-6, atol=1e-7)
