@@ -109,6 +109,7 @@ def part_first(typingctx, part, parts):
 #: address of pthreadpool_parallelize_1d, the pool (0: the caller runs every part), the
 #: address of the kernel's task (its `_part` cfunc).
 POOL_PARALLELIZE, POOL_THREADS, POOL_TASK = 0, 1, 2
+POOL_WORDS = 3
 #: The kernel's `arguments` for its task: the nest to run, whether exactly, each part's
 #: misses (codegen.fastpath), then the addresses of its arrays.
 ARGUMENT_NEST, ARGUMENT_EXACT, ARGUMENT_MISSES = 0, 1, 2

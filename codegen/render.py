@@ -27,7 +27,7 @@ from .ir import KernelIR, Value, verify
 from .literals import float32_text
 from .lut import byte_table
 from .names import KERNEL_HELPERS, identifiers
-from .native import ARGUMENT_EXACT, ARGUMENT_MISSES, ARGUMENT_NEST, POINTERS
+from .native import ARGUMENT_EXACT, ARGUMENT_MISSES, ARGUMENT_NEST, POINTERS, POOL_WORDS
 from .nests import (ElementwiseNest, RowBlockNest, RowsNest, Schedule, StencilNest, TableNest,
                     UnrolledRowsNest)
 from .ops import ACTIVATIONS, CHAIN_OPS
@@ -401,7 +401,8 @@ def entry_point(ir: KernelIR, names: dict[int, str], memory: list[int],
             LINE_LIMIT - len(INDENT))]
     if pooled:
         lines.append(f"{INDENT}pool = carray(int64_pointer(load_i64(node + "
-                     f"{layout.node_user_data_offset}) + {layout.slot_pool_offset}), (3,))")
+                     f"{layout.node_user_data_offset}) + {layout.slot_pool_offset}), "
+                     f"({POOL_WORDS},))")
     lines += [*wrap_call(f"{ir.name}(", [*(names[t] for t in memory),
                                          *(["pool"] if pooled else [])], ")", INDENT),
               f"{INDENT}return 0"]

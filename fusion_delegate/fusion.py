@@ -211,7 +211,7 @@ class FusionDelegate(SimpleDelegate):
     def thread_pool(self, context: Context) -> ThreadPool | None:
         """The interpreter's pool, for kernels that split their work (None: one thread, as
         the interpreter or the `num_threads` option asks, or no pool can be verified here)."""
-        if (self.options.num_threads or context.num_threads) <= 1:
+        if self.requested_threads(context) <= 1:
             return None
         try:
             return interpreter_pool(context.address())
@@ -223,10 +223,15 @@ class FusionDelegate(SimpleDelegate):
                          "cannot be used (%s)", reason)
             return None
 
+    def requested_threads(self, context: Context) -> int:
+        """The `num_threads` option, else the interpreter's."""
+        return self.options.num_threads or context.num_threads
+
     def kernel_threads(self, context: Context, graph: Graph) -> int:
-        """The `num_threads` option, else the interpreter's, within the graph's pool."""
-        requested = self.options.num_threads or context.num_threads
-        return min(requested, graph.pool.threads) if graph.pool is not None else 1
+        """The requested threads, within the graph's pool."""
+        if graph.pool is None:
+            return 1
+        return min(self.requested_threads(context), graph.pool.threads)
 
     def create_kernel(self) -> SimpleDelegateKernel:
         return FusionKernel(self)

@@ -11,14 +11,14 @@ import ctypes
 
 from numba import cfunc, types
 
-from codegen.native import call_status_fn, load_i64, store_i64
+from codegen.native import POOL_WORDS, call_status_fn, load_i64, store_i64
 
 from .abi import NODE_USER_DATA_OFFSET, kTfLiteError
 
-SLOT_WORDS = 5
-SLOT_BYTES = 8 * SLOT_WORDS
 SLOT_FREED_OFFSET = 8
 SLOT_POOL_OFFSET = 16
+SLOT_WORDS = SLOT_POOL_OFFSET // 8 + POOL_WORDS
+SLOT_BYTES = 8 * SLOT_WORDS
 _NO_SLOT = -1  # TfLiteKernelInitFailed()
 
 

@@ -21,15 +21,12 @@ from __future__ import annotations
 
 import ctypes
 import functools
-import logging
 import mmap
 import os
 import struct
 from dataclasses import dataclass
 
 from . import abi
-
-log = logging.getLogger("fusion_delegate")
 
 GET_FROM_CONTEXT = "_ZN6tflite17CpuBackendContext14GetFromContextEP13TfLiteContext"
 GET_XNNPACK_THREADPOOL = "_ZN6tflite17CpuBackendContext22get_xnnpack_threadpoolEv"
