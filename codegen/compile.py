@@ -172,7 +172,7 @@ class KernelCache:
                 continue
             if not _holds(path, source):
                 _remove_numba_cache(path)
-                _write_atomic(path, source)
+                write_atomic(path, source)
             self._ahead.add(key)
             paths.append(path)
         return paths
@@ -205,13 +205,13 @@ class KernelCache:
             path = shipped / path.name
         elif not _holds(path, source):
             _remove_numba_cache(path)
-            _write_atomic(path, source)
+            write_atomic(path, source)
         try:
             module = module or _import(path)
         except Exception as first:  # noqa: BLE001 - a corrupt cache entry is a miss
             log.debug("cache entry %s unusable (%s); compiling afresh", path.name, first)
             _remove_numba_cache(path)
-            _write_atomic(path, source)
+            write_atomic(path, source)
             try:
                 module = _import(path)
             except Exception as error:
@@ -312,7 +312,9 @@ def _holds(path: Path, source: str) -> bool:
         return False
 
 
-def _write_atomic(path: Path, text: str) -> None:
+def write_atomic(path: Path, text: str) -> None:
+    """Write `text` to `path` whole or not at all: a reader in another process never sees a
+    half-written file."""
     fd, temp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.stem}.", suffix=".tmp")
     try:
         with os.fdopen(fd, "w") as handle:

@@ -13,13 +13,16 @@ times a block of channels, channels innermost, so LLVM keeps the tile's sums in 
 registers across the taps and, unrolling the taps along the row, loads each input vector once
 for every pixel of the tile that reads it. A block's channels divide C, so every block is the
 same loop, and C need not be a multiple of the vector width. What LLVM makes of the loops was
-measured (perf/stencil.py; tune with its shapes): blocks of whole vectors, 2 or 3 of them, do
-best; blocks of one vector, or of a part of a vector beside whole ones, ran up to 4x slower
-(LLVM unrolls a short channel loop before it vectorises, and leaves it scalar), except where
-the block is all of a C of up to BLOCK_MAX_VECTORS vectors; a tile of about TILE_SUMS of the
-target's vector registers of sums did best (the others hold inputs and weights).
+measured per register file (perf/stencil.py; tune with its shapes): blocks of whole vectors,
+2 or 3 of them, do best; blocks of one vector, or of a part of a vector beside whole ones, ran
+up to 4x slower (LLVM unrolls a short channel loop before it vectorises, and leaves it scalar),
+except where the block is all of a C of a few vectors; a tile of about 12 sums did best with 32
+registers, of 8 (4 pixels of 2 vectors) with 16; tiles of 2 or 3 pixels of 2 vectors ran 3-9x
+slower than 4 there.
 """
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 from .ir import KernelIR, Op
 from .nests import LoopNest, StencilNest
@@ -27,14 +30,27 @@ from .ops import CHAIN_OPS, OPS
 from .target import Target
 from .window import window
 
-#: Output pixels a tile takes along its row, at most.
-PIXELS = 8
-#: Vectors of channels a block holds: at most BLOCK_VECTORS of whole vectors, or all of C up to
-#: BLOCK_MAX_VECTORS vectors where no such block divides C.
-BLOCK_VECTORS = 3
-BLOCK_MAX_VECTORS = 6
-#: The share of the target's vector registers a tile's sums take, about.
-TILE_SUMS = 3 / 8
+@dataclass(frozen=True)
+class Tiles:
+    """A target's tile shape: output pixels along a row, at most; a block of 2 to
+    `block_vectors` whole vectors of channels, or all of C up to `block_max_vectors` vectors
+    where no such block divides C; and the tile's sums, about."""
+    pixels: int
+    block_vectors: int
+    block_max_vectors: int
+    sums: int
+
+    def pixels_of(self, block: int, lanes: int) -> int:
+        """Output pixels of a tile of `block` channels."""
+        return max(1, min(self.pixels, self.sums // -(-block // lanes)))
+
+
+#: By the target's vector registers. 32 (AVX-512): measured on Zen 4 (znver4, 16 lanes). 16
+#: (AVX2, SSE): measured on the same machine with kernels compiled for haswell (8 lanes),
+#: where the 32-register tiles ran 0.14-0.4x of XNNPACK at C = 16 and 32 (tiles of 2 or 3
+#: pixels of two vectors), and these 1.2-2.4x (perf/README.md, "Kernels for other CPUs").
+TILES = {32: Tiles(pixels=8, block_vectors=3, block_max_vectors=6, sums=12),
+         16: Tiles(pixels=4, block_vectors=3, block_max_vectors=12, sums=8)}
 
 
 def joins_epilogue(ir: KernelIR, op: Op, conv: Op) -> bool:
@@ -64,9 +80,9 @@ def stencil_nest(ir: KernelIR, ops: tuple[Op, ...], writes: tuple[int, ...],
                                 + list(operands)))
     geometry = window(data.shape, weights.shape[1:3], dict(conv.params))
     multiplier = channels // data.shape[3]
-    block = _channel_block(channels, multiplier, target.lanes)
-    sums = int(target.vector_registers * TILE_SUMS)
-    pixels = max(1, min(PIXELS, sums // -(-block // target.lanes)))
+    tiles = TILES[target.vector_registers]
+    block = _channel_block(channels, multiplier, target.lanes, tiles)
+    pixels = tiles.pixels_of(block, target.lanes)
     first, end = geometry.inside(1, data.shape[2], domain[2])
     first = min(domain[2], -(-first // pixels) * pixels)      # whole tiles before it
     end = first + max(0, end - first) // pixels * pixels
@@ -79,17 +95,19 @@ def stencil_nest(ir: KernelIR, ops: tuple[Op, ...], writes: tuple[int, ...],
         interior=(first, end))
 
 
-def _channel_block(channels: int, multiplier: int, lanes: int) -> int:
+def _channel_block(channels: int, multiplier: int, lanes: int, tiles: Tiles) -> int:
     """The channels of a block: whole input channels (a multiple of the depth multiplier) and
-    a divisor of C; the largest of 2 to BLOCK_VECTORS whole vectors, else all of C up to
-    BLOCK_MAX_VECTORS vectors, else the largest up to BLOCK_VECTORS vectors."""
+    a divisor of C; of 2 to block_vectors whole vectors, the one whose tile holds the most sums
+    (ties: the larger), else all of C up to block_max_vectors vectors, else the largest up to
+    block_vectors vectors."""
+    most = tiles.block_vectors * lanes
     divisors = [d for d in range(multiplier, channels + 1, multiplier) if channels % d == 0]
-    whole = [d for d in divisors if d % lanes == 0 and 2 * lanes <= d <= BLOCK_VECTORS * lanes]
+    whole = [d for d in divisors if d % lanes == 0 and 2 * lanes <= d <= most]
     if whole:
-        return max(whole)
-    if channels <= BLOCK_MAX_VECTORS * lanes:
+        return max(whole, key=lambda d: (tiles.pixels_of(d, lanes) * d, d))
+    if channels <= tiles.block_max_vectors * lanes:
         return channels
-    return max((d for d in divisors if d <= BLOCK_VECTORS * lanes), default=channels)
+    return max((d for d in divisors if d <= most), default=channels)
 
 
 def _broadcast(shape: tuple[int, ...], domain: tuple[int, ...]) -> tuple[bool, ...]:

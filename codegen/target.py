@@ -13,15 +13,18 @@ from __future__ import annotations
 
 import functools
 import platform
+import re
 from dataclasses import dataclass
 
 
 @dataclass(frozen=True)
 class Target:
-    """What generated code may use: the CPU name and the explicit ISA features numba gives LLVM."""
+    """What generated code may use: the CPU name and the explicit ISA features numba gives LLVM,
+    and the widest vectors LLVM's loop vectoriser makes of float32 loops for them."""
     cpu: str
     features: frozenset[str]
     machine: str = "x86_64"
+    vector_bytes: int = 16
 
     @property
     def x86(self) -> bool:
@@ -36,15 +39,6 @@ class Target:
     def streaming_stores(self) -> bool:
         """Non-temporal stores (`movnt`, SSE2): every x86-64 CPU has them."""
         return self.x86
-
-    @property
-    def vector_bytes(self) -> int:
-        """The widest vector register LLVM will use for float arithmetic."""
-        if not self.x86:
-            return 16
-        if "avx512f" in self.features:
-            return 64
-        return 32 if "avx" in self.features else 16
 
     @property
     def lanes(self) -> int:
@@ -67,12 +61,84 @@ def parse_features(text: str) -> frozenset[str]:
     return frozenset(item[1:] for item in text.split(",") if item.startswith("+"))
 
 
+def implied_vector_bytes(features: frozenset[str], machine: str = "x86_64") -> int:
+    """The vector width the explicit features alone guarantee: what a target is taken to have
+    where LLVM cannot be asked."""
+    if machine not in ("x86_64", "amd64"):
+        return 16
+    if "avx512f" in features:
+        return 64
+    return 32 if "avx" in features else 16
+
+
 @functools.cache
 def numba_target() -> Target:
     """The target numba's CPU code generator compiles for in this process."""
     from numba.core.registry import cpu_target
 
     codegen = cpu_target.target_context.codegen()
-    return Target(cpu=codegen._get_host_cpu_name(),
-                  features=parse_features(codegen._get_host_cpu_features()),
-                  machine=platform.machine().lower())
+    features = parse_features(codegen._get_host_cpu_features())
+    machine = platform.machine().lower()
+    try:
+        width = vectorised_bytes(codegen)
+    except Exception:  # noqa: BLE001 - an llvmlite that cannot take the probe: the features
+        width = implied_vector_bytes(features, machine)
+    return Target(cpu=codegen._get_host_cpu_name(), features=features, machine=machine,
+                  vector_bytes=width)
+
+
+@functools.cache
+def host_vector_bytes() -> int:
+    """This CPU's vector width, which XNNPACK uses (it picks its kernels at run time)."""
+    import llvmlite.binding as llvm
+
+    return implied_vector_bytes(parse_features(llvm.get_host_cpu_features().flatten()),
+                                platform.machine().lower())
+
+
+def vector_shortfall() -> float:
+    """How many times narrower than this CPU's the vectors kernels are compiled for (1 at
+    least): a portable target (`generic`, `haswell`) run on an AVX-512 CPU computes at half
+    the width or less, where XNNPACK uses the whole."""
+    return max(1.0, host_vector_bytes() / numba_target().vector_bytes)
+
+
+#: A float32 loop for LLVM's loop vectoriser: the registers it makes of it say the vector width
+#: numba's target gets, including what a CPU name implies without a feature string
+#: (`NUMBA_CPU_NAME=haswell NUMBA_CPU_FEATURES=""` gives AVX2) and the width LLVM prefers on
+#: some AVX-512 CPUs (256 bits on skylake-avx512).
+_PROBE = """
+define void @vector_probe(ptr noalias nocapture %out, ptr noalias nocapture readonly %x, i64 %n) {
+entry:
+  %any = icmp sgt i64 %n, 0
+  br i1 %any, label %loop, label %exit
+loop:
+  %i = phi i64 [ 0, %entry ], [ %next, %loop ]
+  %from = getelementptr inbounds float, ptr %x, i64 %i
+  %value = load float, ptr %from, align 4
+  %square = fmul float %value, %value
+  %to = getelementptr inbounds float, ptr %out, i64 %i
+  store float %square, ptr %to, align 4
+  %next = add nuw nsw i64 %i, 1
+  %done = icmp eq i64 %next, %n
+  br i1 %done, label %exit, label %loop
+exit:
+  ret void
+}
+"""
+
+
+def vectorised_bytes(codegen) -> int:
+    """The widest vector registers in the probe loop as numba's codegen compiles it."""
+    import llvmlite.binding as llvm
+    from numba.core.compiler_lock import global_compiler_lock
+
+    library = codegen.create_library("vector_probe")
+    library.add_llvm_module(llvm.parse_assembly(_PROBE))
+    with global_compiler_lock:
+        library.finalize()
+    assembly = library.get_asm_str()
+    for register, width in (("zmm", 64), ("ymm", 32)):
+        if re.search(rf"\b{register}\d", assembly):
+            return width
+    return 16

@@ -1,4 +1,4 @@
-"""The `fusion-delegate` program: demo, inspect, bench, diff, check, report and compile.
+"""The `fusion-delegate` program: demo, inspect, bench, diff, check, report, compile and tune.
 
 Results go to stdout and progress to stderr. Every expected failure (a bad option, a missing
 or corrupt model, an input dtype the tools cannot generate, a runtime error) ends as one line
@@ -14,10 +14,10 @@ from . import __version__
 from .comparison import NotCheckable
 from .errors import DelegateOptionError, FusionDelegateError
 from .options import FusionOptions
-from .tools import bench, check, diff, inspect_model, precompile, report, run_demo
+from .tools import bench, check, diff, inspect_model, precompile, report, run_demo, tune
 
 COMMANDS = {"demo": run_demo, "inspect": inspect_model, "bench": bench, "diff": diff,
-            "check": check, "report": report, "compile": precompile}
+            "check": check, "report": report, "compile": precompile, "tune": tune}
 EXIT_ERROR, EXIT_USAGE = 1, 2
 
 

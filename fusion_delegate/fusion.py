@@ -22,6 +22,7 @@ from codegen.ops import REDUCTIONS, STENCILS
 from codegen.pipeline import Built, NotBuildable, build
 from codegen.quant_conv import sum_bound
 from codegen.render import TensorTableLayout
+from codegen.target import numba_target, vector_shortfall
 from codegen.window import conv_output_shape
 from codegen.workers import compile_ahead
 
@@ -35,6 +36,7 @@ from .options import FusionOptions
 from .policy import ClaimPolicy
 from .simple_delegate import Graph, SimpleDelegate, SimpleDelegateKernel, largest_first
 from .threadpool import NoPool, ThreadPool, interpreter_pool
+from .tuning import DecisionStore, TuningKey, graph_fingerprint
 from .worth import Prediction
 
 log = logging.getLogger("fusion_delegate")
@@ -91,6 +93,7 @@ class NodeClaim:
     op: str
     reason: NotClaimed | None     # None: delegated
     partition: int | None = None
+    tuned: bool = False           # decided by `fusion-delegate tune`, not the cost model
 
 
 @dataclass
@@ -115,7 +118,8 @@ class FusionDelegate(SimpleDelegate):
         super().__init__(max_delegated_partitions=self.options.max_delegated_partitions,
                          min_nodes_per_partition=self.options.min_nodes_per_partition)
         self.cache = kernel_cache(self.options.cache_dir)
-        self.policy = ClaimPolicy(self.options.min_speedup)
+        self.decisions = DecisionStore(self.cache.directory)
+        self.policy = ClaimPolicy(self.options.min_speedup, vector_shortfall=vector_shortfall())
 
     @property
     def claims(self) -> dict[int, NodeClaim]:
@@ -133,13 +137,16 @@ class FusionDelegate(SimpleDelegate):
         return self.main_graph.predictions
 
     def is_node_supported(self, context: Context, node: NodeInfo) -> bool:
+        tuned = self.graph.tuned
         if node.index in self.options.excluded_nodes:
             reason = NotClaimed("excluded by the exclude_nodes option")
         else:
             reason = unsupported_reason(context, node)
             if reason is None:
-                reason = self.policy.node_reason(context, node)
-        self.graph.claims[node.index] = NodeClaim(node.index, op_name(node), reason)
+                reason = (self.policy.node_reason(context, node) if tuned is None
+                          else tuned.reason(node.index))
+        self.graph.claims[node.index] = NodeClaim(node.index, op_name(node), reason,
+                                                  tuned=tuned is not None)
         return reason is None
 
     def select_partitions(self, context: Context, partitions: list[Partition]) -> list[Partition]:
@@ -159,7 +166,8 @@ class FusionDelegate(SimpleDelegate):
             features = partition_features(candidate[1], partition, plan)
             prediction = graph.predictions[partition.nodes] = self.policy.predict(
                 features, context.num_threads)
-            reason = self.policy.partition_reason(features, prediction)
+            reason = (self.policy.partition_reason(features, prediction)
+                      if graph.tuned is None else None)
             if reason is not None:
                 refused[partition.nodes] = reason
         chosen = super().select_partitions(
@@ -206,7 +214,15 @@ class FusionDelegate(SimpleDelegate):
                               type(error).__name__, error)
 
     def initialize(self, context: Context) -> None:
-        self.graph.pool = self.thread_pool(context)
+        graph = self.graph
+        graph.pool = self.thread_pool(context)
+        if self.decisions.directory is None:
+            return
+        graph.tuning_key = TuningKey(graph_fingerprint(context), numba_target().fingerprint,
+                                     context.num_threads, self.kernel_threads(context, graph),
+                                     self.options.precision)
+        if self.options.use_tuned and self.options.min_speedup > 0:
+            graph.tuned = self.decisions.find(graph.tuning_key)
 
     def thread_pool(self, context: Context) -> ThreadPool | None:
         """The interpreter's pool, for kernels that split their work (None: one thread, as
@@ -238,8 +254,13 @@ class FusionDelegate(SimpleDelegate):
 
     def summary(self) -> str:
         delegated = sum(1 for c in self.claims.values() if c.reason is None)
-        return (f"{delegated} of {len(self.last_plan)} nodes delegated in "
-                f"{len(self.last_partitions)} partitions")
+        summary = (f"{delegated} of {len(self.last_plan)} nodes delegated in "
+                   f"{len(self.last_partitions)} partitions")
+        tuned = self.main_graph.tuned
+        if tuned is not None:
+            summary += (f"; claims tuned by `fusion-delegate tune` on {tuned.tuned_at[:10]} "
+                        f"(measured {tuned.speedup:.2f}x LiteRT)")
+        return summary
 
 
 def partition_ir(context: Context, nodes: list[FusedNode], partition: Partition,

@@ -43,6 +43,10 @@ class FusionOptions:
     #: path) differs from them itself; NaN, +-inf and -0.0 stay the builtin ones. "exact": the
     #: builtin kernels' results within the tolerances of codegen.ops.
     precision: str = "fast"
+    #: 1: where `fusion-delegate tune` stored claims for this graph, CPU target and thread
+    #: count (in cache_dir), they replace the cost model's (unless min_speedup is 0, which
+    #: claims all); 0: the cost model decides.
+    use_tuned: int = 1
 
     def __post_init__(self) -> None:
         for f in fields(self):
@@ -55,6 +59,8 @@ class FusionOptions:
             raise DelegateOptionError(f"option min_speedup must be >= 0, got {self.min_speedup}")
         if self.num_threads < 0:
             raise DelegateOptionError(f"option num_threads must be >= 0, got {self.num_threads}")
+        if self.use_tuned not in (0, 1):
+            raise DelegateOptionError(f"option use_tuned must be 0 or 1, got {self.use_tuned}")
         if self.precision not in PRECISIONS:
             raise DelegateOptionError(f"option precision must be one of "
                                       f"{', '.join(repr(p) for p in PRECISIONS)}, "

@@ -41,6 +41,11 @@ STENCIL_MIN_TAPS_INT8 = 49
 #: The same at more than one thread: XNNPACK splits a 5x5 one over its pool, and claimed, they
 #: made MobileNetV3 and EfficientNet-B0 float32 slower at 2 threads (perf/README.md).
 STENCIL_MIN_TAPS_THREADED = 49
+#: The same where kernels are compiled for narrower vectors than the CPU has (a `haswell` or
+#: `generic` cache on an AVX-512 CPU): EfficientNet-B0's 5x5 partitions, whose swishes run at
+#: half XNNPACK's width there, measured 0.69-0.99x of LiteRT (perf/README.md, "Kernels for
+#: other CPUs"); the 7x7 convolutions still run 12-20x faster than XNNPACK's.
+STENCIL_MIN_TAPS_NARROW = 49
 
 
 @dataclass(frozen=True)
@@ -48,6 +53,8 @@ class ClaimPolicy:
     """The delegate's `min_speedup` applied: 0 claims every partition whose kernel builds."""
     min_speedup: float
     cost_model: str | Path | None = None     # worth.load_cost_model's path; None: the shipped
+    #: How many times narrower than the CPU's the kernels' vectors are (1: as wide).
+    vector_shortfall: float = 1.0
 
     def node_reason(self, context: Context, node: NodeInfo) -> NotClaimed | None:
         """Why a node the kernel reproduces is still left to LiteRT's default path: XNNPACK
@@ -60,11 +67,14 @@ class ClaimPolicy:
         if node.builtin_code in STENCIL_CODES:
             taps = math.prod(context.tensor(node.inputs[1]).shape[1:3])
             threaded = context.num_threads > 1
+            narrow = self.vector_shortfall > 1
             least = (STENCIL_MIN_TAPS_INT8 if qparams(x) is not None else
-                     STENCIL_MIN_TAPS_THREADED if threaded else STENCIL_MIN_TAPS)
+                     STENCIL_MIN_TAPS_THREADED if threaded else
+                     STENCIL_MIN_TAPS_NARROW if narrow else STENCIL_MIN_TAPS)
             if taps < least:
                 kind = "" if qparams(x) is None else f"{x.type_name.lower()} "
-                where = f" at {context.num_threads} threads" if threaded else ""
+                where = (f" at {context.num_threads} threads" if threaded else
+                         " with vectors narrower than the CPU's" if narrow else "")
                 return NotClaimed("{} {}of {} taps left to XNNPACK, faster than fused below {}{} "
                                   "(claimed with min_speedup=0)", op_name(node), kind, taps,
                                   least, where)
@@ -80,7 +90,7 @@ class ClaimPolicy:
         kernel's: XNNPACK on 2 threads is up to twice faster than on 1."""
         if self.min_speedup <= 0:
             return UNKNOWN
-        return predict(partition, interpreter_threads, self.cost_model)
+        return predict(partition, interpreter_threads, self.cost_model, self.vector_shortfall)
 
     def partition_reason(self, partition: PartitionFeatures,
                          prediction: Prediction) -> NotClaimed | None:

@@ -74,6 +74,8 @@ class Graph:
     predictions: dict = field(default_factory=dict)
     built: dict = field(default_factory=dict)
     pool: object = None          # the interpreter's thread pool, where kernels may use it
+    tuning_key: object = None    # what tuned decisions for this graph are stored under
+    tuned: object = None         # the tuned decision in force, if any
 
 
 def largest_first(partitions: list[Partition]) -> list[Partition]:

@@ -177,12 +177,15 @@ class CostModel:
         same = [n for n in elementwise if (n in TRANSCENDENTAL) == expensive] or list(costs.ops)
         return costs.ops[max(same, key=lambda n: costs.ops[n].fused_ns)]
 
-    def predict(self, partition: PartitionFeatures, threads: int = 1) -> Prediction:
+    def predict(self, partition: PartitionFeatures, threads: int = 1,
+                shortfall: float = 1.0) -> Prediction:
         """The cut is priced at the share of the partition that is traffic: the fused
         kernel's memory time over LiteRT's time for the ops. A cut beside XNNPACK's ops takes
         away what fusing saves in passes over memory (those ops find their data in cache), not
         what it saves in arithmetic: priced whole, partitions that gained in their
-        neighbourhoods were predicted to lose (perf/README.md)."""
+        neighbourhoods were predicted to lose (perf/README.md). Kernels compiled for vectors
+        `shortfall` times narrower than the CPU's (codegen.target.vector_shortfall) compute that
+        many times slower than where the model was fitted, beside an XNNPACK that does not."""
         costs = self.costs(threads)
         one_thread_input = partition.builtin_input and threads > 1
         litert_costs = self.costs(1) if one_thread_input else costs
@@ -202,8 +205,8 @@ class CostModel:
         memory_us = sum(costs.fused.us(nest.elements, self.breaks) - c0
                         + self.stream_us(costs, nest.elements) * nest.extra_streams
                         for nest in partition.nests)
-        compute_us = sum(self.op_cost(costs, proxy).fused_ns * elements
-                         for proxy, elements, _ in per_op) / 1e3
+        compute_us = shortfall * sum(self.op_cost(costs, proxy).fused_ns * elements
+                                     for proxy, elements, _ in per_op) / 1e3
         memory_bound = min(1.0, memory_us / ops_us) if ops_us > 0 else 1.0
         split = self.cut_us(partition.cut, costs, max(sizes, default=0)) * memory_bound
         if one_thread_input:
@@ -258,13 +261,14 @@ def _usable(path: str | Path | None) -> CostModel | None:
         return None
 
 
-def predict(partition: PartitionFeatures, threads: int = 1,
-            path: str | Path | None = None) -> Prediction:
+def predict(partition: PartitionFeatures, threads: int = 1, path: str | Path | None = None,
+            shortfall: float = 1.0) -> Prediction:
     """LiteRT's and the fused kernel's predicted time for a partition (features.py) at the
-    interpreter's thread count. Never raises for a bad cost model: it predicts UNKNOWN
-    (speedup inf) and logs why, once."""
+    interpreter's thread count, for kernels whose vectors fall `shortfall` times short of the
+    CPU's. Never raises for a bad cost model: it predicts UNKNOWN (speedup inf) and logs why,
+    once."""
     model = _usable(path)
-    return UNKNOWN if model is None else model.predict(partition, threads)
+    return UNKNOWN if model is None else model.predict(partition, threads, shortfall)
 
 
 class _Parser:

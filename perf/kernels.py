@@ -5,6 +5,10 @@ Nothing is compiled: the delegate chooses its partitions when the interpreter is
 and this script records the sources it would compile then.
 
     python perf/kernels.py [--models GLOB ...] [--threads 1] [--option key=value ...]
+                           [--sources FILE]
+
+`--sources` writes every distinct kernel source to FILE (JSON, sorted): two checkouts that
+generate the same kernels write the same file, whatever their codegen sources' hash.
 """
 from __future__ import annotations
 
@@ -27,11 +31,11 @@ CORPUS = Path(os.environ.get("FUSION_CORPUS_DIR", ROOT / "tests" / "models" / "c
 
 
 def chosen_kernels(model: Path, threads: int, options: FusionOptions) -> list[str]:
-    """The cache keys of the kernels the delegate chooses for `model`, one per partition."""
-    keys: list[str] = []
+    """The sources of the kernels the delegate chooses for `model`, one per partition."""
+    sources: list[str] = []
 
     def record(cache, kernels, workers=None):
-        keys.extend(cache_key(source) for _, source in kernels)
+        sources.extend(source for _, source in kernels)
         return 0
 
     compile_ahead, fusion.compile_ahead = fusion.compile_ahead, record
@@ -40,7 +44,7 @@ def chosen_kernels(model: Path, threads: int, options: FusionOptions) -> list[st
                     experimental_delegates=[FusionDelegate(options)])
     finally:
         fusion.compile_ahead = compile_ahead
-    return keys
+    return sources
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -49,6 +53,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--option", action="append", default=[], metavar="KEY=VALUE",
                         help="a FusionDelegate option, as the CLI takes it")
+    parser.add_argument("--sources", type=Path, help="write every distinct source here (JSON)")
     args = parser.parse_args(argv)
     options = FusionOptions.parse(args.option)
     manifest = json.loads((CORPUS / "manifest.json").read_text())["models"]
@@ -56,14 +61,18 @@ def main(argv: list[str] | None = None) -> int:
               if any(fnmatch.fnmatch(Path(m["file"]).stem, p) for p in args.models)]
     print("| model | partitions | distinct kernels |\n|---|---|---|")
     every: list[str] = []
-    within = 0
+    within, sources = 0, set()
     for model in models:
-        keys = chosen_kernels(model, args.threads, options)
+        chosen = chosen_kernels(model, args.threads, options)
+        sources.update(chosen)
+        keys = [cache_key(source) for source in chosen]
         every += keys
         within += len(set(keys))
         print(f"| {model.stem} | {len(keys)} | {len(set(keys))} |", flush=True)
     print(f"\n{len(models)} models, {args.threads} thread(s): {len(every)} partitions, "
           f"{within} distinct kernels within models, {len(set(every))} over the corpus.")
+    if args.sources:
+        args.sources.write_text(json.dumps(sorted(sources), indent=0))
     return 0
 
 

@@ -19,7 +19,7 @@ from fusion_delegate.tools.runner import build
 
 ROOT = Path(__file__).resolve().parents[1]
 SUMMARY = re.compile(r"\b(\d+) of (\d+) nodes delegated in (\d+) partitions\b")
-COMMANDS = ("inspect", "bench", "diff", "check", "report", "compile")
+COMMANDS = ("inspect", "bench", "diff", "check", "report", "compile", "tune")
 
 
 class Files:
@@ -48,7 +48,7 @@ class Files:
         return {"inspect": [], "bench": ["--num_runs", "3"], "diff": ["--num_runs", "2"],
                 "check": ["--seconds", "1"],
                 "report": ["--num_runs", "2", "-o", str(self.root / f"out_{command}")],
-                "compile": []}[command]
+                "compile": [], "tune": ["--seconds", "0.02"]}[command]
 
 
 def fc_only_model() -> bytes:

@@ -390,6 +390,21 @@ def test_a_depthwise_convolution_and_the_chain_it_feeds_are_one_stencil_nest():
     assert nest.loops.broadcast[4] == (False, True, True, False)     # the gate: per channel
 
 
+@pytest.mark.parametrize("channels, avx512, avx2", [
+    (32, (32, 6), (16, 4)), (48, (48, 4), (16, 4)), (120, (40, 4), (24, 2)),
+    (240, (48, 4), (16, 4)), (88, (88, 2), (88, 1))])
+def test_stencil_tiles_follow_the_targets_register_file(channels, avx512, avx2):
+    """(channels of a block, pixels of a tile): with 32 registers (16 lanes) about 12 sums,
+    blocks of 2 or 3 vectors the larger; with 16 (AVX2, 8 lanes) 4 pixels of 2 vectors before
+    2 of 3 (tiles of 2 or 3 pixels of 2 vectors ran 3-9x slower there); all of a C without
+    such a divisor."""
+    from codegen.stencil import TILES, _channel_block
+    for registers, lanes, (block, pixels) in ((32, 16, avx512), (16, 8, avx2)):
+        tiles = TILES[registers]
+        assert _channel_block(channels, 1, lanes, tiles) == block
+        assert tiles.pixels_of(block, lanes) == pixels
+
+
 def test_what_else_reads_the_convolution_runs_after_its_nest_from_memory():
     """A LayerNorm's MEAN reads the sums: they are stored, and its rows nest runs after the
     stencil nest; an op reading the MEAN's result too joins no epilogue."""

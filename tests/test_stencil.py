@@ -1,6 +1,8 @@
 """DEPTHWISE_CONV_2D as a stencil nest (codegen.emit_stencil) in the real interpreter: bit for
 bit against LiteRT's builtin kernels, the chain it feeds within its tolerance, what is claimed
 and why not."""
+from dataclasses import replace
+
 import numpy as np
 import pytest
 
@@ -241,6 +243,13 @@ def test_by_default_only_convolutions_of_25_taps_or_more_are_claimed(cache_dir):
     widest = FusionDelegate(cache_dir=cache_dir)
     builtin_interpreter(conv_model((1, 16, 16, 32), (7, 7)), [widest], num_threads=2)
     assert widest.claims[0].reason is None and widest.kernels
+    for taps, reason in ((5, "DEPTHWISE_CONV_2D of 25 taps left to XNNPACK, faster than fused "
+                             "below 49 with vectors narrower than the CPU's (claimed with "
+                             "min_speedup=0)"), (7, None)):
+        narrow = FusionDelegate(cache_dir=cache_dir)       # a haswell cache on an AVX-512 CPU
+        narrow.policy = replace(narrow.policy, vector_shortfall=2.0)
+        builtin_interpreter(conv_model((1, 16, 16, 32), (taps, taps)), [narrow])
+        assert narrow.claims[0].reason == reason
 
 
 def test_convolutions_are_claimed_only_under_the_runtimes_reproduced(cache_dir, rng):

@@ -74,6 +74,16 @@ def test_prediction_grows_with_ops_and_elements():
     assert longer.litert_us > large.litert_us
 
 
+def test_kernels_compiled_for_narrower_vectors_compute_that_much_slower():
+    """A haswell cache on an AVX-512 CPU: its kernels' arithmetic takes twice as long, beside
+    an XNNPACK that uses the CPU's whole width."""
+    n = 1 << 16
+    chain = partition_of([("TANH", n), ("EXP", n), ("LOGISTIC", n)], [n])
+    native, narrow = predict(chain), predict(chain, 1, None, 2.0)
+    assert narrow.litert_us == native.litert_us
+    assert narrow.fused_us > 1.5 * native.fused_us and narrow.speedup < native.speedup
+
+
 def test_thread_counts_use_the_largest_measured_one_below():
     model = load_cost_model()
     lowest = min(model.threads)

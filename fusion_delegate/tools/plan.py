@@ -45,6 +45,7 @@ class NodeRow:
     outputs: list[TensorRef]
     reason: str | None           # None: delegated
     partition: int | None
+    tuned: bool = False          # decided by `fusion-delegate tune`
 
 
 @dataclass
@@ -118,7 +119,8 @@ def describe(model: Model, delegate: FusionDelegate) -> Plan:
             inputs=[ref(t) for t in operator.inputs if t >= 0],
             outputs=[ref(t) for t in operator.outputs],
             reason=claim.reason if claim else "not offered to the delegate",
-            partition=claim.partition if claim else None))
+            partition=claim.partition if claim else None,
+            tuned=bool(claim and claim.tuned)))
     ops = {n.index: n.op for n in nodes}
     partitions = []
     for number, partition in enumerate(delegate.last_partitions):
@@ -141,7 +143,8 @@ def describe(model: Model, delegate: FusionDelegate) -> Plan:
 
 def node_lines(plan: Plan) -> list[str]:
     rows = [(n.index, n.op, ", ".join(map(str, n.inputs)), ", ".join(map(str, n.outputs)),
-             f"partition {n.partition}" if n.reason is None else f"no: {n.reason}")
+             (f"partition {n.partition}" if n.reason is None else f"no: {n.reason}")
+             + (" (tuned)" if n.tuned and n.reason is None else ""))
             for n in plan.nodes]
     return table(("node", "op", "inputs", "outputs", "delegated"), rows, align="r")
 
