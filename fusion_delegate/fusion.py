@@ -36,7 +36,7 @@ from .options import FusionOptions
 from .policy import ClaimPolicy
 from .simple_delegate import Graph, SimpleDelegate, SimpleDelegateKernel, largest_first
 from .threadpool import NoPool, ThreadPool, interpreter_pool
-from .tuning import DecisionStore, TuningKey, graph_fingerprint
+from .tuning import DecisionStore, TuningKey, graph_fingerprint, software_fingerprint
 from .worth import Prediction
 
 log = logging.getLogger("fusion_delegate")
@@ -216,11 +216,11 @@ class FusionDelegate(SimpleDelegate):
     def initialize(self, context: Context) -> None:
         graph = self.graph
         graph.pool = self.thread_pool(context)
-        if self.decisions.directory is None:
+        if not self.decisions.in_use:
             return
         graph.tuning_key = TuningKey(graph_fingerprint(context), numba_target().fingerprint,
                                      context.num_threads, self.kernel_threads(context, graph),
-                                     self.options.precision)
+                                     self.options.precision, software_fingerprint())
         if self.options.use_tuned and self.options.min_speedup > 0:
             graph.tuned = self.decisions.find(graph.tuning_key)
 

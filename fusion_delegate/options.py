@@ -43,9 +43,9 @@ class FusionOptions:
     #: path) differs from them itself; NaN, +-inf and -0.0 stay the builtin ones. "exact": the
     #: builtin kernels' results within the tolerances of codegen.ops.
     precision: str = "fast"
-    #: 1: where `fusion-delegate tune` stored claims for this graph, CPU target and thread
-    #: count (in cache_dir), they replace the cost model's (unless min_speedup is 0, which
-    #: claims all); 0: the cost model decides.
+    #: 1: where `fusion-delegate tune` stored claims in cache_dir for this graph, CPU target,
+    #: thread counts and versions (fusion_delegate.tuning), they replace the cost model's
+    #: (unless min_speedup is 0, which claims all); 0: the cost model decides.
     use_tuned: int = 1
 
     def __post_init__(self) -> None:

@@ -4,24 +4,31 @@ The cost model predicts from a fit on one CPU whether a partition pays; `tune` m
 whole model in the loop, on the CPU and at the thread count the model will run at, and stores
 the nodes to claim. The delegate finds them by what they depend on (`TuningKey`): the graph (its
 ops, and its tensors' types, shapes and quantization: a resized input makes another graph), the
-CPU target kernels are compiled for, the thread counts, and the option that changes the kernels'
-math. A stored decision replaces the claim policy's choices; it never claims a node the kernels
+CPU target kernels are compiled for, the thread counts, the option that changes the kernels'
+math, and the software that made the kernels and runs the rest (codegen's sources, numba,
+llvmlite, the runtime and its version). A stored decision replaces the claim policy's choices; it never claims a node the kernels
 cannot reproduce (claims.py decides that first).
 
-Decisions are JSON files in the kernel cache's `tuned/` directory, one per graph, so a cache
-shipped with `compile` ships them too. They are data, not code; a file that does not parse is
-ignored (logged once), and the cost model decides.
+Decisions are JSON files in the kernel cache's `tuned/` directory, one per graph, so a shipped
+cache directory carries them. Keys are computed only where that directory exists (`tune` makes
+it). They are data, not code; a file that does not parse is ignored (logged once), and the cost
+model decides.
 """
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import logging
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from codegen.compile import untrusted_reason, write_atomic
+import llvmlite
+import numba
 
+from codegen.compile import helpers_digest, untrusted_reason, write_atomic
+
+from . import runtime
 from .claims import NotClaimed
 from .context import Context
 
@@ -39,6 +46,7 @@ class TuningKey:
     threads: int             # the interpreter's
     kernel_threads: int      # the parts a kernel's nests split into
     precision: str           # the `precision` option
+    software: str            # software_fingerprint()
 
 
 @dataclass(frozen=True)
@@ -60,6 +68,15 @@ class Decision:
             return None
         return NotClaimed("left to LiteRT by `fusion-delegate tune` ({}): the model measured "
                           "faster without it", self.tuned_at[:10])
+
+
+@functools.cache
+def software_fingerprint() -> str:
+    """A hash of what measured decisions were measured with: kernels from other codegen
+    sources or compilers, or another runtime's XNNPACK, may time otherwise."""
+    text = " ".join([helpers_digest(), numba.__version__, llvmlite.__version__,
+                     str(runtime.RUNTIME)])
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
 def graph_fingerprint(context: Context) -> str:
@@ -84,6 +101,20 @@ class DecisionStore:
 
     def __init__(self, cache_directory: Path | None) -> None:
         self.directory = cache_directory / "tuned" if cache_directory is not None else None
+
+    @property
+    def in_use(self) -> bool:
+        """Whether decisions may be stored here: a graph's key (a hash of all its nodes and
+        tensors, a few ms for a large model) is computed only then."""
+        return self.directory is not None and self.directory.is_dir()
+
+    def create(self) -> None:
+        """Make the directory, private, so that delegates compute keys and find decisions."""
+        path = self._path(TuningKey("", "", 0, 0, "", ""))
+        if path is None:
+            raise OSError(f"no usable cache directory to store tuned decisions in "
+                          f"({self.directory.parent if self.directory else 'cache_dir is off'})")
+        self.directory.mkdir(mode=0o700, exist_ok=True)
 
     def _path(self, key: TuningKey) -> Path | None:
         if self.directory is None or untrusted_reason(self.directory.parent):
@@ -122,11 +153,8 @@ class DecisionStore:
 
     def save(self, key: TuningKey, decision: Decision) -> Path:
         """Store `decision` for `key`, replacing what was stored for it."""
+        self.create()
         path = self._path(key)
-        if path is None:
-            raise OSError(f"no usable cache directory to store tuned decisions in "
-                          f"({self.directory.parent if self.directory else 'cache_dir is off'})")
-        self.directory.mkdir(mode=0o700, exist_ok=True)
         wanted = asdict(key)
         entries = [e for e in self._entries(path)
                    if {k: e.get(k) for k in wanted} != wanted]

@@ -29,12 +29,14 @@ def claimed(runner) -> set[int]:
 
 @pytest.fixture
 def options(tmp_path) -> FusionOptions:
+    """A cache with a `tuned` directory, as `tune` makes it: delegates compute keys there."""
+    DecisionStore(tmp_path / "cache").create()
     return FusionOptions(cache_dir=str(tmp_path / "cache"))
 
 
 def test_store_keeps_one_decision_per_key(tmp_path):
     store = DecisionStore(tmp_path)
-    key = TuningKey("abc", "x86_64-znver4-avx2", 1, 1, "fast")
+    key = TuningKey("abc", "x86_64-znver4-avx2", 1, 1, "fast", "v1")
     other = replace(key, threads=2)
     assert store.find(key) is None
     store.save(key, decision({1, 2}))
@@ -42,6 +44,7 @@ def test_store_keeps_one_decision_per_key(tmp_path):
     store.save(key, decision({4}))
     assert store.find(key).claimed == {4} and store.find(other).claimed == {3}
     assert store.find(replace(key, target="x86_64-haswell-avx2")) is None
+    assert store.find(replace(key, software="v2")) is None
     assert len(json.loads((tmp_path / "tuned" / "abc.json").read_text())["entries"]) == 2
 
 
@@ -50,7 +53,7 @@ def test_store_keeps_one_decision_per_key(tmp_path):
 def test_unreadable_decisions_are_ignored_with_a_warning(tmp_path, caplog, text):
     (tmp_path / "tuned").mkdir()
     (tmp_path / "tuned" / "abc.json").write_text(text)
-    key = TuningKey("abc", "t", 1, 1, "fast")
+    key = TuningKey("abc", "t", 1, 1, "fast", "v1")
     with caplog.at_level(logging.WARNING, logger="fusion_delegate"):
         assert DecisionStore(tmp_path).find(key) is None
     if text != '{"format": 1, "entries": [{"graph": "abc"}]}':   # no entry for the key
@@ -58,7 +61,7 @@ def test_unreadable_decisions_are_ignored_with_a_warning(tmp_path, caplog, text)
 
 
 def test_a_bad_entry_for_the_key_is_ignored(tmp_path, caplog):
-    key = TuningKey("abc", "t", 1, 1, "fast")
+    key = TuningKey("abc", "t", 1, 1, "fast", "v1")
     entry = {**key.__dict__, "claimed": ["x"], "tuned_at": "", "litert_us": 1,
              "default_us": 1, "tuned_us": 1}
     (tmp_path / "tuned").mkdir()
@@ -80,6 +83,8 @@ def test_the_key_names_the_graph_threads_and_precision(options):
     exact = build(DEMO, fuse=replace(options, precision="exact"))
     assert exact.delegate.main_graph.tuning_key.precision == "exact"
     assert build(DEMO, fuse=replace(options, cache_dir="")).delegate.main_graph.tuning_key is None
+    untuned = replace(options, cache_dir=str(Path(options.cache_dir).parent / "other"))
+    assert build(DEMO, fuse=untuned).delegate.main_graph.tuning_key is None   # nothing to find
 
 
 def test_stored_claims_replace_the_cost_models_and_match_litert(options):

@@ -17,8 +17,9 @@ from dataclasses import asdict, dataclass, replace
 
 import numpy as np
 
+from ..fusion import kernel_cache
 from ..options import FusionOptions
-from ..tuning import Decision
+from ..tuning import Decision, DecisionStore
 from .runner import (LoadedModel, Progress, Runner, build, interleaved_times, load_model,
                      random_inputs, set_inputs)
 from .text import node_ranges, table
@@ -109,8 +110,6 @@ class Tuner:
     def tune(self) -> Tuned:
         default = self.delegated(self.options)
         key = default.delegate.main_graph.tuning_key
-        if key is None:
-            raise ValueError("tune stores its claims in cache_dir, which is off (\"\")")
         everything = self.delegated(replace(self.options, min_speedup=0))
         buildable = claimed(everything)
         regions = sorted((frozenset(p.nodes) for p in everything.delegate.last_partitions),
@@ -154,6 +153,9 @@ def run(args: argparse.Namespace, options: FusionOptions) -> int:
         raise ValueError("--threads must be >= 1, --seconds > 0 and --margin >= 0")
     if options.min_speedup <= 0:
         raise ValueError("min_speedup=0 claims everything buildable: there is nothing to tune")
+    if options.cache_dir == "":
+        raise ValueError("tune stores its claims in cache_dir, which is off (\"\")")
+    DecisionStore(kernel_cache(options.cache_dir).directory).create()
     loaded = load_model(args.model)
     progress = Progress("tune")
     results = []
