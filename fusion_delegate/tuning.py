@@ -147,7 +147,7 @@ class DecisionStore:
                     return Decision(frozenset(int(n) for n in entry["claimed"]),
                                     str(entry["tuned_at"]), float(entry["litert_us"]),
                                     float(entry["default_us"]), float(entry["tuned_us"]))
-            except (KeyError, TypeError, ValueError) as error:
+            except (AttributeError, KeyError, TypeError, ValueError) as error:
                 log.warning("tuned decisions %s: an entry is ignored: %r", path, error)
         return None
 
