@@ -13,7 +13,8 @@ from enum import Enum
 from typing import TYPE_CHECKING, Sequence
 
 from codegen.ir import KernelIR
-from codegen.ops import OPS, REDUCTIONS
+from codegen.nests import ElementwiseNest, Schedule
+from codegen.ops import OPS, REDUCTIONS, TRANSCENDENTAL
 from codegen.composites import COMPOSITES
 from codegen.quant_ops import CONVERSIONS, XNNPACK_INT8
 
@@ -61,6 +62,7 @@ class PartitionFeatures:
     nests: tuple[NestTraffic, ...]
     cut: Cut = Cut.ELEMENTWISE
     builtin_input: bool = False     # a builtin kernel, on one thread, makes one of its inputs
+    row_chain: int = 0              # row_chain_length of its kernel's schedule
 
 
 @dataclass(frozen=True)
@@ -77,7 +79,8 @@ def partition_features(built: Built, partition: Partition,
                        plan: dict[int, PlanNode]) -> PartitionFeatures:
     """The features of a partition whose kernel is `built`, among the plan's nodes (plan_nodes)."""
     return PartitionFeatures(tuple(cost_keys(built.ir)), tuple(nest_traffic(built)),
-                             cut_around(partition, plan), builtin_input(partition, plan))
+                             cut_around(partition, plan), builtin_input(partition, plan),
+                             row_chain_length(built.schedule))
 
 
 def plan_nodes(context: Context) -> dict[int, PlanNode]:
@@ -164,6 +167,18 @@ def nest_traffic(built: Built) -> list[NestTraffic]:
     return [NestTraffic(nest.elements, beyond_one(nest.reads, nest.elements)
                         + beyond_one(nest.writes, nest.elements))
             for nest in built.schedule.nests]
+
+
+def row_chain_length(schedule: Schedule) -> int:
+    """The longest rows of an elementwise nest over [M, C] that reads an operand of one value
+    per row ([1, H, W, 1] against [1, H, W, C]) and runs two or more transcendental ops in
+    each row; 0 if none. Such a nest cannot be row-tiled (codegen.schedule): its
+    transcendental ops run in one short loop a row, or stage by stage within each row, and
+    the vector loop over a row ends in scalar iterations."""
+    return max((nest.loops.sizes[1] for nest in schedule.nests
+                if isinstance(nest, ElementwiseNest) and len(nest.loops.sizes) == 2
+                and (False, True) in nest.loops.broadcast.values()
+                and sum(op.op in TRANSCENDENTAL for op in nest.ops) >= 2), default=0)
 
 
 def broadcast_run(output: Sequence[int], inputs: Sequence[Sequence[int]]) -> int:

@@ -203,6 +203,8 @@ class FusionDelegate(SimpleDelegate):
         reason, and never fails the model."""
         try:
             nodes = [fused_node(context.node(n)) for n in sorted(partition.nodes)]
+            if not live_nodes(nodes, partition.outputs):
+                return NotClaimed("nothing reads what it computes (XNNPACK drops such nodes)")
             ir = partition_ir(context, nodes, partition,
                               self.kernel_threads(context, self.graph), self.options.precision)
             return ir, build(ir, LAYOUT, cache=self.cache)
@@ -266,8 +268,9 @@ class FusionDelegate(SimpleDelegate):
 def partition_ir(context: Context, nodes: list[FusedNode], partition: Partition,
                  threads: int, precision: str = "exact") -> KernelIR:
     """The partition's IR at the context's current shapes, as its nodes say (codegen.pipeline
-    lowers it). (`nodes` are read once, before kernel prepare, where the runtime forbids
-    reading nodes.)"""
+    lowers it), of the nodes whose values reach its outputs (live_nodes). (`nodes` are read
+    once, before kernel prepare, where the runtime forbids reading nodes.)"""
+    nodes = live_nodes(nodes, partition.outputs)
     used = {t for node in nodes for t in node.inputs}   # not a reduction's axis tensor
     literals = {}
     for t in partition.inputs:
@@ -275,7 +278,6 @@ def partition_ir(context: Context, nodes: list[FusedNode], partition: Partition,
         if t in used and info.is_constant and math.prod(info.shape) == 1:
             literals[t] = context.view(t).reshape(-1)[0].item()
     shapes = {t: context.tensor(t).shape for t in partition.inputs if t in used}
-    nodes = list(nodes)
     for position, node in enumerate(nodes):
         node = nodes[position] = _reduction(context, node, shapes)
         params = dict(node.params)
@@ -300,6 +302,18 @@ def partition_ir(context: Context, nodes: list[FusedNode], partition: Partition,
         node_inputs=partition.inputs,
         threads=threads,
         precision=precision)
+
+
+def live_nodes(nodes: list[FusedNode], outputs: tuple[int, ...]) -> list[FusedNode]:
+    """The nodes (in order) whose values reach `outputs`. A node whose value nothing reads is
+    claimed and computed by no kernel: XNNPACK drops such nodes from its subgraph too, so
+    pricing them as LiteRT's work claimed partitions that lost (perf/README.md, "Dead ops")."""
+    needed, live = set(outputs), []
+    for node in reversed(nodes):
+        if node.output in needed:
+            live.append(node)
+            needed.update(node.inputs)
+    return live[::-1]
 
 
 def _reduction(context: Context, node: FusedNode, shapes: dict) -> FusedNode:

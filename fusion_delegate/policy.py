@@ -46,6 +46,12 @@ STENCIL_MIN_TAPS_THREADED = 49
 #: half XNNPACK's width there, measured 0.69-0.99x of LiteRT (perf/README.md, "Kernels for
 #: other CPUs"); the 7x7 convolutions still run 12-20x faster than XNNPACK's.
 STENCIL_MIN_TAPS_NARROW = 49
+#: A partition whose kernel runs two or more transcendental ops in rows of this many elements
+#: or more read with one value per row (features.row_chain_length) is left to LiteRT: such
+#: chains ran at 0.6-1.0x of XNNPACK's ops for rows of 8-95 elements on Zen 4, and 1.5-3x
+#: faster for rows of 2-5, where XNNPACK calls its kernel once per row (perf/README.md, "The
+#: performance fuzz on Zen 4").
+ROW_CHAIN_MIN_COLS = 8
 
 
 @dataclass(frozen=True)
@@ -97,11 +103,17 @@ class ClaimPolicy:
         """Why a partition predicted so is left to LiteRT, if it is. A partition that is one
         binary op of two whole tensors XNNPACK runs has nothing to fuse: XNNPACK reads and
         writes it once, at memory speed, as the kernel would (its int8 ADD costs less than the
-        per-channel one the cost model was fitted on). The cost model prices elementwise ops,
-        not convolutions: a partition with a depthwise convolution node_reason let through
-        is claimed."""
+        per-channel one the cost model was fitted on). Nor does a kernel that runs
+        transcendental chains in rows of ROW_CHAIN_MIN_COLS or more read with a value per row,
+        which the cost model prices as if vectorised over whole tiles. The cost model prices
+        elementwise ops, not convolutions: a partition with a depthwise convolution
+        node_reason let through is claimed."""
         if any(op.name in STENCILS for op in partition.ops):
             return None
+        if self.min_speedup > 0 and partition.row_chain >= ROW_CHAIN_MIN_COLS:
+            return NotClaimed("transcendental ops in rows of {} read with a value per row: "
+                              "slower than XNNPACK from rows of {} (claimed with "
+                              "min_speedup=0)", partition.row_chain, ROW_CHAIN_MIN_COLS)
         if self.min_speedup > 0 and len(partition.ops) == 1:
             (op,) = partition.ops
             if op.name.split("/")[0] in MEMORY_SPEED_BINARY and op.inputs == 2:

@@ -214,11 +214,19 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--seconds", type=float, default=1.5, help="timing budget per case")
     parser.add_argument("--out", type=Path, default=ROOT / "perf" / "FUZZ.md")
+    parser.add_argument("--save", type=Path, help="write each case's model to DIR/case_N.tflite")
+    parser.add_argument("--only", type=int, nargs="+", help="time only these cases (the same "
+                        "models as in the whole run)")
     args = parser.parse_args(argv)
     rng = np.random.default_rng(args.seed)
     cases = []
     for number in range(args.cases):
         case, model = random_case(rng, number)
+        if args.only and number not in args.only:
+            continue
+        if args.save:
+            args.save.mkdir(parents=True, exist_ok=True)
+            (args.save / f"case_{number}.tflite").write_bytes(model)
         for threads in args.threads:
             cases.append(measure(case, model, threads, args.seconds))
             print(table([cases[-1]])[-1], flush=True)

@@ -147,6 +147,28 @@ def test_unclaimed_nodes_say_why():
                                                           ("rank {} > {}", (7, 6))]
 
 
+def test_nodes_whose_values_nothing_reads_are_claimed_and_computed_by_no_kernel(cache_dir, rng):
+    """XNNPACK drops them from its subgraph: the kernel (and the cost model) leaves them out,
+    and a partition of only such nodes is left to LiteRT, saying why."""
+    b = ModelBuilder()
+    x = b.input("x", (1, 4, 4, 8))
+    b.op("LOGISTIC", [x], name="dead_alone")
+    y = b.op("CONV_2D", [x, b.const("w", np.ones((8, 1, 1, 8), np.float32)),
+                         b.const("b", np.zeros(8, np.float32))],
+             {"padding": 0, "stride_w": 1, "stride_h": 1}, name="conv")
+    b.op("NEG", [b.op("EXP", [y], name="dead")], name="dead_after_dead")
+    b.output(b.op("RELU", [y], name="out"))
+    model = b.to_bytes()
+    delegate = FusionDelegate(cache_dir=cache_dir, min_speedup=0.0)
+    interpreter = builtin_interpreter(model, [delegate])
+    assert [c.partition for c in delegate.claims.values()] == [None, None, 0, 0, 0]
+    assert delegate.claims[0].reason == ("nothing reads what it computes (XNNPACK drops such "
+                                         "nodes)")
+    assert [op.op for op in delegate.kernels[0].ir.ops] == ["RELU"]
+    x = [rng.standard_normal((1, 4, 4, 8)).astype(np.float32)]
+    assert same_bits(run(interpreter, x)[0], run(builtin_interpreter(model), x)[0])
+
+
 def test_generated_source_names_ops_and_keeps_float32_literals(cache_dir):
     delegate = FusionDelegate(cache_dir=cache_dir, min_speedup=0.0, precision="exact")
     builtin_interpreter(swish_chain(), [delegate])

@@ -44,3 +44,17 @@ def test_one_binary_op_of_two_whole_tensors_has_nothing_to_fuse():
                                CostKey("HARD_SWISH/int8", 50_000, 50_000)), ())
     assert ClaimPolicy(1.1).partition_reason(per_channel, fast) is None
     assert ClaimPolicy(1.1).partition_reason(chain, fast) is None
+
+
+def test_transcendental_chains_in_rows_read_with_a_value_per_row_are_left_to_litert():
+    """From rows of ROW_CHAIN_MIN_COLS on they ran slower than XNNPACK whatever the cost model
+    predicts; shorter rows are the prediction's call, as is everything at min_speedup=0."""
+    from fusion_delegate.features import CostKey, PartitionFeatures
+    from fusion_delegate.policy import ROW_CHAIN_MIN_COLS
+    fast = Prediction(10.0, 2.0)
+    chain = (CostKey("EXP", 13_000), CostKey("LOGISTIC", 13_000))
+    for cols in (0, ROW_CHAIN_MIN_COLS - 1, ROW_CHAIN_MIN_COLS, 95):
+        features = PartitionFeatures(chain, (), row_chain=cols)
+        reason = ClaimPolicy(1.1).partition_reason(features, fast)
+        assert (reason is None) == (cols < ROW_CHAIN_MIN_COLS)
+        assert ClaimPolicy(0).partition_reason(features, fast) is None

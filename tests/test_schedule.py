@@ -416,3 +416,18 @@ def test_what_else_reads_the_convolution_runs_after_its_nest_from_memory():
     assert [op.op for op in stencil.ops] == ["DEPTHWISE_CONV_2D", "RELU"]
     assert stencil.writes == (5,) and schedule.buffers == ((5, 20 * 20 * 24),)
     assert [op.op for op in rows.ops] == ["MEAN", "SUB"] and 5 in rows.reads
+
+
+@pytest.mark.parametrize("per_row, chain, length", [
+    ((1, 8, 8, 1), ("EXP", "LOGISTIC"), 11),    # a value per row, two transcendental ops
+    ((1, 8, 8, 1), ("EXP", "ABS"), 0),          # one
+    ((11,), ("EXP", "LOGISTIC"), 0),            # a value per channel: row tiles, stages
+])
+def test_row_chain_length_finds_transcendental_chains_in_rows_read_with_a_value_per_row(
+        per_row, chain, length):
+    from fusion_delegate.features import row_chain_length
+    shape = (1, 8, 8, 11)
+    ir = ir_of({0: shape, 1: per_row, 2: shape, 3: shape, 4: shape},
+               [("MAXIMUM", (0, 1), 2), (chain[0], (2,), 3), (chain[1], (3,), 4)],
+               inputs=(0, 1), outputs=(4,))
+    assert row_chain_length(plan(ir, HOST)) == length
