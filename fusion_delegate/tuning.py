@@ -110,16 +110,20 @@ class DecisionStore:
 
     def create(self) -> None:
         """Make the directory, private, so that delegates compute keys and find decisions."""
-        path = self._path(TuningKey("", "", 0, 0, "", ""))
-        if path is None:
+        if self._trusted() is None:
             raise OSError(f"no usable cache directory to store tuned decisions in "
                           f"({self.directory.parent if self.directory else 'cache_dir is off'})")
         self.directory.mkdir(mode=0o700, exist_ok=True)
 
-    def _path(self, key: TuningKey) -> Path | None:
+    def _trusted(self) -> Path | None:
+        """The directory, where its cache directory can be trusted (codegen.compile)."""
         if self.directory is None or untrusted_reason(self.directory.parent):
             return None
-        return self.directory / f"{key.graph}.json"
+        return self.directory
+
+    def _path(self, key: TuningKey) -> Path | None:
+        directory = self._trusted()
+        return None if directory is None else directory / f"{key.graph}.json"
 
     def _entries(self, path: Path) -> list[dict]:
         try:
@@ -140,14 +144,13 @@ class DecisionStore:
         path = self._path(key)
         if path is None:
             return None
-        wanted = asdict(key)
         for entry in self._entries(path):
             try:
-                if {k: entry.get(k) for k in wanted} == wanted:
+                if _holds(entry, key):
                     return Decision(frozenset(int(n) for n in entry["claimed"]),
                                     str(entry["tuned_at"]), float(entry["litert_us"]),
                                     float(entry["default_us"]), float(entry["tuned_us"]))
-            except (AttributeError, KeyError, TypeError, ValueError) as error:
+            except (KeyError, TypeError, ValueError) as error:
                 log.warning("tuned decisions %s: an entry is ignored: %r", path, error)
         return None
 
@@ -155,9 +158,13 @@ class DecisionStore:
         """Store `decision` for `key`, replacing what was stored for it."""
         self.create()
         path = self._path(key)
-        wanted = asdict(key)
-        entries = [e for e in self._entries(path)
-                   if {k: e.get(k) for k in wanted} != wanted]
-        entries.append({**wanted, **asdict(decision), "claimed": sorted(decision.claimed)})
+        entries = [e for e in self._entries(path) if not _holds(e, key)]
+        entries.append({**asdict(key), **asdict(decision), "claimed": sorted(decision.claimed)})
         write_atomic(path, json.dumps({"format": FORMAT, "entries": entries}, indent=1) + "\n")
         return path
+
+
+def _holds(entry: object, key: TuningKey) -> bool:
+    """Whether a stored entry is the one for `key` (one that is no object is no one's)."""
+    wanted = asdict(key)
+    return isinstance(entry, dict) and {k: entry.get(k) for k in wanted} == wanted
