@@ -144,7 +144,7 @@ class Partition:
     graph: Subgraph                    # the cut's, in its own tensor and node numbering
     runner: Runner                     # the cut, delegated
     oracle: object                     # the cut on the builtin kernels, every tensor kept
-    delegated: set[int]                # the cut's nodes its delegate claimed
+    delegated: frozenset[int]          # the cut's nodes its delegate claimed
     chains: dict
 
     def producer(self, tensor: int) -> str:
@@ -195,7 +195,7 @@ class Checker:
             self._reference_run(lambda: build(model, resolver=reference).interpreter)
         self.test = build(model, fuse=self.options, resolver=reference)
         delegate = self.test.delegate
-        self.delegated = {i for i, c in delegate.claims.items() if c.reason is None}
+        self.delegated = delegate.delegated_nodes
         self.chains = chain_tolerances(delegate)
         self.partitions = [self._partition(number, p)
                            for number, p in enumerate(delegate.last_partitions)]
@@ -218,7 +218,7 @@ class Checker:
         alone = replace(self.options, min_speedup=0.0, exclude_nodes="",
                         max_delegated_partitions=0, min_nodes_per_partition=1)
         runner = build(data, fuse=alone, resolver="builtin")
-        claimed = {i for i, c in runner.delegate.claims.items() if c.reason is None}
+        claimed = runner.delegate.delegated_nodes
         ops = tuple(self.graph.operators[n].op for n in nodes)
         return Partition(number, nodes, ops, inputs, tuple(partition.outputs), data,
                          cut.subgraphs[0], runner, build_oracle(data), claimed,
@@ -288,7 +288,7 @@ class Checker:
             excluded = ",".join(map(str, sorted(self.options.excluded_nodes | set(p.nodes))))
             runner = build(self.data, fuse=replace(self.options, exclude_nodes=excluded),
                            resolver=self.reference)
-            delegated = {i for i, c in runner.delegate.claims.items() if c.reason is None}
+            delegated = runner.delegate.delegated_nodes
             got = infer(runner.interpreter, inputs)
             if all(v.ok for v in self._outputs(got, values, inputs, delegated,
                                                chain_tolerances(runner.delegate))):

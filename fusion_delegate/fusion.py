@@ -127,6 +127,11 @@ class FusionDelegate(SimpleDelegate):
         return self.main_graph.claims
 
     @property
+    def delegated_nodes(self) -> frozenset[int]:
+        """The main graph's nodes its kernels run."""
+        return frozenset(i for i, c in self.claims.items() if c.reason is None)
+
+    @property
     def kernels(self) -> dict[int, PreparedKernel]:
         """The main graph's kernels by partition number, as last prepared."""
         return self.main_graph.kernels
@@ -255,8 +260,7 @@ class FusionDelegate(SimpleDelegate):
         return FusionKernel(self)
 
     def summary(self) -> str:
-        delegated = sum(1 for c in self.claims.values() if c.reason is None)
-        summary = (f"{delegated} of {len(self.last_plan)} nodes delegated in "
+        summary = (f"{len(self.delegated_nodes)} of {len(self.last_plan)} nodes delegated in "
                    f"{len(self.last_partitions)} partitions")
         tuned = self.main_graph.tuned
         if tuned is not None:

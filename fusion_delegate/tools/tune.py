@@ -61,10 +61,6 @@ class Tuned:
     stored: str
 
 
-def claimed(runner: Runner) -> frozenset[int]:
-    return frozenset(i for i, c in runner.delegate.claims.items() if c.reason is None)
-
-
 class Tuner:
     """The comparisons of one model at one thread count, all fed the same inputs."""
 
@@ -111,10 +107,10 @@ class Tuner:
         default = self.delegated(self.options)
         key = default.delegate.main_graph.tuning_key
         everything = self.delegated(replace(self.options, min_speedup=0))
-        buildable = claimed(everything)
+        buildable = everything.delegate.delegated_nodes
         regions = sorted((frozenset(p.nodes) for p in everything.delegate.last_partitions),
                          key=len, reverse=True)
-        incumbent, nodes, changes = default, claimed(default), []
+        incumbent, nodes, changes = default, default.delegate.delegated_nodes, []
         for number, region in enumerate(regions, 1):
             self.progress.note(f"{self.threads} thread(s): region {number}/{len(regions)} "
                                f"(nodes {node_ranges(sorted(region))})")
@@ -125,12 +121,12 @@ class Tuner:
                 challenger = self.claiming(trial, buildable)
                 gain = self.speedup(challenger, incumbent)
                 if gain is not None:
-                    incumbent, nodes = challenger, claimed(challenger)
+                    incumbent, nodes = challenger, challenger.delegate.delegated_nodes
                     changes.append(Change(tuple(sorted(region)), whole, gain))
         if changes and self.speedup(incumbent, default) is None:
             self.progress.note(f"{self.threads} thread(s): the changes together were not "
                                f"faster than the cost model's claims; keeping those")
-            incumbent, nodes, changes = default, claimed(default), []
+            incumbent, nodes, changes = default, default.delegate.delegated_nodes, []
         gain = self.speedup(self.litert, incumbent) if nodes else None
         if gain is not None:
             changes.append(Change(tuple(sorted(nodes)), False, gain))
