@@ -1,11 +1,11 @@
 """Whether fusing a partition pays, predicted from costs measured on this machine.
 
 perf/calibrate.py times chains of every op under LiteRT's default path (XNNPACK) and fused,
-and fits the costs below, committed as cost_model.json with the machine, versions and date
-(rerun it to refit; perf/README.md, "The cost model behind `min_speedup`", has what was
-measured and why the model has each term). Every cost is linear in elements, c0 + c1 * n, with
-c1 constant between the model's `breaks` (about where tensors leave L1, L2 and L3: an element
-costs several times more past them).
+and fits the costs below, committed per CPU as cost_models/<cpu>.json with the machine,
+versions and date (rerun it to refit; perf/README.md, "The cost model behind `min_speedup`",
+has what was measured and why the model has each term). Every cost is linear in elements,
+c0 + c1 * n, with c1 constant between the model's `breaks` (about where tensors leave L1, L2
+and L3: an element costs several times more past them).
 
 - LiteRT runs op after op: each op costs its own line in its output's elements, and the first
   op pays `litert_first` on top (reading the partition's input from memory; later ops find
@@ -56,7 +56,12 @@ from .features import Cut, PartitionFeatures
 
 log = logging.getLogger("fusion_delegate")
 
-DEFAULT_PATH = Path(__file__).with_name("cost_model.json")
+#: The shipped cost models, one per CPU perf/calibrate.py has run on, each named by LLVM's name
+#: for that CPU (`znver4.json`): a machine takes its own CPU's, else FALLBACK_CPU's. One fit
+#: does not transfer: Zen 4 runs AVX-512 at half Zen 5's rate, and its fused transcendental
+#: chains took twice what the Zen 5 fit predicted (perf/README.md, "A cost model per CPU").
+SHIPPED_DIR = Path(__file__).with_name("cost_models")
+FALLBACK_CPU = "znver5"
 #: int8 ops have costs of their own, `OP/int8` (features.cost_keys): LiteRT runs many of them on
 #: its builtin kernels, and a fused chain of unary ones is one table lookup.
 QUANTIZED_OPS = tuple(f"{name}/int8" for name, spec in QUANT_OPS.items()
@@ -73,7 +78,7 @@ PROXIES = {**{name: spec.proxies for name, spec in QUANT_OPS.items() if spec.pro
 
 
 class CostModelError(FusionDelegateError, ValueError):
-    """cost_model.json is missing, unreadable or not what perf/calibrate.py writes."""
+    """A cost model file is missing, unreadable or not what perf/calibrate.py writes."""
 
 
 @dataclass(frozen=True)
@@ -240,10 +245,24 @@ class CostModel:
         return costs.broadcast.factor(run)
 
 
+@functools.cache
+def host_cpu_name() -> str:
+    """LLVM's name for this CPU (`znver4`), whatever target numba compiles kernels for."""
+    import llvmlite.binding as llvm
+
+    return llvm.get_host_cpu_name()
+
+
+def shipped_path(cpu: str | None = None) -> Path:
+    """The shipped fit for `cpu` (default: this machine's CPU), else FALLBACK_CPU's."""
+    path = SHIPPED_DIR / f"{cpu or host_cpu_name()}.json"
+    return path if path.is_file() else SHIPPED_DIR / f"{FALLBACK_CPU}.json"
+
+
 @functools.lru_cache(maxsize=None)
 def load_cost_model(path: str | Path | None = None) -> CostModel:
-    """The cost model at `path` (default: the one shipped beside this module), read once."""
-    path = Path(path) if path is not None else DEFAULT_PATH
+    """The cost model at `path` (default: the one shipped for this CPU), read once."""
+    path = Path(path) if path is not None else shipped_path()
     try:
         data = json.loads(path.read_text())
     except (OSError, ValueError) as error:  # ValueError: bad JSON or bytes that are no text

@@ -214,32 +214,38 @@ def test_quantize_of_a_tensor_whose_paths_differ_is_not_claimed(cache_dir):
 
 
 @st.composite
-def quantized_graphs(draw):
-    """Random int8 DAGs: unary and binary ops on earlier values, per-channel and one-value
-    constants, random scales and zero points; some models enter from float (QUANTIZE) and
-    leave to float (DEQUANTIZE)."""
+def quantized_graphs(draw, dtypes=(np.int8,)):
+    """Random int8 (or uint8) DAGs: unary and binary ops on earlier values, per-channel and
+    one-value constants, random scales and zero points; some models enter from float
+    (QUANTIZE) and leave to float (DEQUANTIZE). Returns (model, shape, float_entry, dtype)."""
     shape = draw(st.sampled_from([(4, 16), (2, 3, 32), (5, 8), (64,)]))
+    dtype = draw(st.sampled_from(dtypes))
+    low, high = int(np.iinfo(dtype).min), int(np.iinfo(dtype).max)
     b = ModelBuilder()
     scale = st.floats(0.002, 0.5)
-    zero = st.integers(-128, 127)
+    zero = st.integers(low, high)
     float_entry = draw(st.booleans())
     if float_entry:
         x = b.input("x", shape)
-        values = [b.op("QUANTIZE", [x], dtype=np.int8, quantization=q(draw(scale), draw(zero)))]
+        values = [b.op("QUANTIZE", [x], dtype=dtype, quantization=q(draw(scale), draw(zero)))]
     else:
-        values = [b.input("x", shape, np.int8, q(draw(scale), draw(zero)))]
+        values = [b.input("x", shape, dtype, q(draw(scale), draw(zero)))]
     for _ in range(draw(st.integers(1, 5))):
         op = draw(st.sampled_from(UNARY + BINARY))
         a = draw(st.sampled_from(values))
-        out_scale, out_zero = FIXED_OUTPUT.get(op, (draw(scale), draw(zero)))
+        if op in FIXED_OUTPUT:
+            out_scale, int8_zero = FIXED_OUTPUT[op]
+            out_zero = int8_zero + 128 + low  # the same real range in uint8 codes
+        else:
+            out_scale, out_zero = draw(scale), draw(zero)
         if op in BINARY:
             kind = draw(st.sampled_from(["value", "channel", "scalar"]))
             if kind == "value":
                 other = draw(st.sampled_from(values))
             else:
                 size = shape[-1] if kind == "channel" else 1
-                data = np.array(draw(st.lists(st.integers(-128, 127), min_size=size,
-                                              max_size=size)), np.int8)
+                data = np.array(draw(st.lists(st.integers(low, high), min_size=size,
+                                              max_size=size)), dtype)
                 other = b.const(f"c{len(values)}", data if kind == "channel" else data[0],
                                 q(draw(scale), draw(zero)))
             options = NONE if op in ("ADD", "SUB", "MUL") else None
@@ -250,7 +256,7 @@ def quantized_graphs(draw):
     if draw(st.booleans()):
         out = b.op("DEQUANTIZE", [out], dtype=np.float32)
     b.output(out)
-    return b.to_bytes(), shape, float_entry
+    return b.to_bytes(), shape, float_entry, dtype
 
 
 #: What may keep a node of a random model from being claimed: LiteRT's paths differ at these
@@ -262,15 +268,18 @@ ACCEPTED_REFUSALS = ("differently", "position dependent", "Prepare", "Eval", "fa
 
 @settings(max_examples=40, deadline=None, phases=[Phase.explicit, Phase.reuse, Phase.generate],
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
-@given(graph=quantized_graphs(), seed=st.integers(0, 2**32 - 1))
+@given(graph=quantized_graphs((np.int8, np.uint8)), seed=st.integers(0, 2**32 - 1))
 def test_random_quantized_models_match_builtin_kernels_bit_for_bit(graph, seed, cache_dir):
     """Every node is claimed but where LiteRT itself rounds by position at these shapes or
     would fail (ACCEPTED_REFUSALS), and every output equals LiteRT's, bit for bit; models the
-    builtin kernels reject (Prepare fails for these scales) are skipped by hypothesis."""
-    model, shape, float_entry = graph
+    builtin kernels reject (Prepare or Eval fails for these scales or this dtype) are skipped
+    by hypothesis."""
+    model, shape, float_entry, dtype = graph
     rng = np.random.default_rng(seed)
+    x = (rng.standard_normal(shape).astype(np.float32) * 4 if float_entry
+         else rng.integers(np.iinfo(dtype).min, np.iinfo(dtype).max + 1, shape).astype(dtype))
     try:
-        reference = builtin_interpreter(model)
+        want = run(builtin_interpreter(model), [x])
     except RuntimeError:
         from hypothesis import reject
         reject()
@@ -278,9 +287,7 @@ def test_random_quantized_models_match_builtin_kernels_bit_for_bit(graph, seed, 
     interpreter = builtin_interpreter(model, [delegate])
     refused = {c.reason for c in delegate.claims.values() if c.reason is not None}
     assert all(any(word in reason for word in ACCEPTED_REFUSALS) for reason in refused), refused
-    x = (rng.standard_normal(shape).astype(np.float32) * 4 if float_entry
-         else rng.integers(-128, 128, shape).astype(np.int8))
-    for got, want in zip(run(interpreter, [x]), run(reference, [x])):
+    for got, want in zip(run(interpreter, [x]), want):
         if got.dtype == np.float32:
             np.testing.assert_array_equal(got.view(np.int32), want.view(np.int32))
         else:

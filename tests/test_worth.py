@@ -1,4 +1,4 @@
-"""The cost model: facts about the committed cost_model.json, and the fallbacks. No timing."""
+"""The cost model: facts about the shipped fits (cost_models/), and the fallbacks. No timing."""
 import json
 import logging
 import math
@@ -41,7 +41,8 @@ def partition_of(ops, nests, cut: Cut = Cut.ELEMENTWISE,
 
 @pytest.fixture
 def data() -> dict:
-    return json.loads(worth.DEFAULT_PATH.read_text())
+    """The Zen 5 fit, which the facts below were measured in, whatever CPU runs the tests."""
+    return json.loads(worth.shipped_path(worth.FALLBACK_CPU).read_text())
 
 
 def test_one_add_on_a_tiny_tensor_does_not_pay():
@@ -53,17 +54,24 @@ def test_ten_op_arithmetic_chain_on_1m_elements_pays():
     assert predict(partition_of([(op, n) for op in ARITHMETIC_CHAIN], [n])).speedup > 1
 
 
-def test_committed_model_has_every_op_and_the_machine_header(data):
-    model = load_cost_model()
+@pytest.mark.parametrize("path", sorted(worth.SHIPPED_DIR.glob("*.json")), ids=lambda p: p.stem)
+def test_every_shipped_model_has_every_op_and_the_machine_header(path):
+    model = load_cost_model(path)
     for costs in model.threads.values():
         assert set(costs.ops) == (set(OPS) | set(QUANTIZED_OPS) | set(APPROXIMATED_OPS)
                                   | set(calibrate.ROW_OPS))
-    header = data["header"]
+    header = json.loads(path.read_text())["header"]
     for key in ("date", "machine", "versions", "command"):
         assert header[key]
-    assert header["machine"]["cpu"]
+    assert header["machine"]["llvm_cpu"] == path.stem
     assert {"numba", "llvmlite", "ai-edge-litert", "numpy"} <= set(header["versions"])
     assert 1 in model.threads
+
+
+def test_a_cpu_takes_its_own_fit_and_others_the_fallback():
+    assert worth.shipped_path("znver5") == worth.SHIPPED_DIR / "znver5.json"
+    assert worth.shipped_path("not-a-cpu") == worth.SHIPPED_DIR / f"{worth.FALLBACK_CPU}.json"
+    assert worth.shipped_path().is_file()
 
 
 def test_prediction_grows_with_ops_and_elements():
@@ -352,7 +360,7 @@ def test_calibration_separates_the_int8_tables_xnnpack_folds_when_chained():
 
 def test_a_calibration_update_replaces_only_the_ops_it_measured(tmp_path):
     path = tmp_path / "cost_model.json"
-    path.write_text(worth.DEFAULT_PATH.read_text())
+    path.write_text(worth.shipped_path().read_text())
     before = json.loads(path.read_text())
     lines = len(before["breaks"]) + 1
     tables = {threads: {"ops": {"ADD": {"litert": {"c0_us": 1.0, "c1_ns": [2.0] * lines},
