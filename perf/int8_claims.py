@@ -28,7 +28,7 @@ from hypothesis import strategies as st  # noqa: E402
 
 from conftest import builtin_interpreter, run  # noqa: E402
 from fusion_delegate import FusionDelegate  # noqa: E402
-from test_quantized_fusion import quantized_graphs  # noqa: E402
+from test_quantized_fusion import graph_input, quantized_graphs  # noqa: E402
 
 DTYPES = {"int8": np.int8, "uint8": np.uint8}
 
@@ -57,14 +57,10 @@ def main(argv: list[str] | None = None) -> int:
     @given(graph=quantized_graphs(tuple(DTYPES[d] for d in args.dtypes)),
            data_seed=st.integers(0, 2**32 - 1))
     def one(graph, data_seed):
-        model, shape, float_entry, dtype = graph
+        model, shape, _, dtype = graph
+        x = graph_input(graph, np.random.default_rng(data_seed))
         try:
-            reference = builtin_interpreter(model)
-            rng = np.random.default_rng(data_seed)
-            info = np.iinfo(dtype)
-            x = (rng.standard_normal(shape).astype(np.float32) * 4 if float_entry
-                 else rng.integers(info.min, info.max + 1, shape).astype(dtype))
-            want = run(reference, [x])
+            want = run(builtin_interpreter(model), [x])
         except RuntimeError:
             return  # LiteRT's own kernels reject the model
         delegate = FusionDelegate(cache_dir=cache_dir, min_speedup=0.0,

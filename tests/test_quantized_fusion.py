@@ -259,6 +259,15 @@ def quantized_graphs(draw, dtypes=(np.int8,)):
     return b.to_bytes(), shape, float_entry, dtype
 
 
+def graph_input(graph: tuple, rng: np.random.Generator) -> np.ndarray:
+    """An input for a model of quantized_graphs: floats where it enters through QUANTIZE,
+    else every code of its dtype."""
+    _, shape, float_entry, dtype = graph
+    if float_entry:
+        return rng.standard_normal(shape).astype(np.float32) * 4
+    return rng.integers(np.iinfo(dtype).min, np.iinfo(dtype).max + 1, shape).astype(dtype)
+
+
 #: What may keep a node of a random model from being claimed: LiteRT's paths differ at these
 #: shapes or scales, its Prepare or Eval would fail, or its int32 arithmetic would overflow.
 ACCEPTED_REFUSALS = ("differently", "position dependent", "Prepare", "Eval", "fails",
@@ -274,12 +283,10 @@ def test_random_quantized_models_match_builtin_kernels_bit_for_bit(graph, seed, 
     would fail (ACCEPTED_REFUSALS), and every output equals LiteRT's, bit for bit; models the
     builtin kernels reject (Prepare or Eval fails for these scales or this dtype) are skipped
     by hypothesis."""
-    model, shape, float_entry, dtype = graph
-    rng = np.random.default_rng(seed)
-    x = (rng.standard_normal(shape).astype(np.float32) * 4 if float_entry
-         else rng.integers(np.iinfo(dtype).min, np.iinfo(dtype).max + 1, shape).astype(dtype))
+    model = graph[0]
+    x = graph_input(graph, np.random.default_rng(seed))
     try:
-        want = run(builtin_interpreter(model), [x])
+        expected = run(builtin_interpreter(model), [x])
     except RuntimeError:
         from hypothesis import reject
         reject()
@@ -287,7 +294,7 @@ def test_random_quantized_models_match_builtin_kernels_bit_for_bit(graph, seed, 
     interpreter = builtin_interpreter(model, [delegate])
     refused = {c.reason for c in delegate.claims.values() if c.reason is not None}
     assert all(any(word in reason for word in ACCEPTED_REFUSALS) for reason in refused), refused
-    for got, want in zip(run(interpreter, [x]), want):
+    for got, want in zip(run(interpreter, [x]), expected):
         if got.dtype == np.float32:
             np.testing.assert_array_equal(got.view(np.int32), want.view(np.int32))
         else:
