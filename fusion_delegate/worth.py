@@ -1,7 +1,7 @@
 """Whether fusing a partition pays, predicted from costs measured on this machine.
 
 perf/calibrate.py times chains of every op under LiteRT's default path (XNNPACK) and fused,
-and fits the costs below, committed per CPU as cost_models/<cpu>.json with the machine,
+and fits the costs below, committed per CPU as cost_model.<cpu>.json with the machine,
 versions and date (rerun it to refit; perf/README.md, "The cost model behind `min_speedup`",
 has what was measured and why the model has each term). Every cost is linear in elements,
 c0 + c1 * n, with c1 constant between the model's `breaks` (about where tensors leave L1, L2
@@ -56,11 +56,11 @@ from .features import Cut, PartitionFeatures
 
 log = logging.getLogger("fusion_delegate")
 
-#: The shipped cost models, one per CPU perf/calibrate.py has run on, each named by LLVM's name
-#: for that CPU (`znver4.json`): a machine takes its own CPU's, else FALLBACK_CPU's. One fit
-#: does not transfer: Zen 4 runs AVX-512 at half Zen 5's rate, and its fused transcendental
-#: chains took twice what the Zen 5 fit predicted (perf/README.md, "A cost model per CPU").
-SHIPPED_DIR = Path(__file__).with_name("cost_models")
+#: The shipped cost models are one per CPU perf/calibrate.py has run on, each named by LLVM's
+#: name for that CPU (`cost_model.znver4.json`): a machine takes its own CPU's, else
+#: FALLBACK_CPU's. One fit does not transfer: Zen 4 runs AVX-512 at half Zen 5's rate, and its
+#: fused transcendental chains took twice what the Zen 5 fit predicted (perf/README.md, "A
+#: cost model per CPU").
 FALLBACK_CPU = "znver5"
 #: int8 ops have costs of their own, `OP/int8` (features.cost_keys): LiteRT runs many of them on
 #: its builtin kernels, and a fused chain of unary ones is one table lookup.
@@ -253,10 +253,15 @@ def host_cpu_name() -> str:
     return llvm.get_host_cpu_name()
 
 
+def shipped_file(cpu: str) -> Path:
+    """Where the fit for `cpu` is shipped, if it is."""
+    return Path(__file__).with_name(f"cost_model.{cpu}.json")
+
+
 def shipped_path(cpu: str | None = None) -> Path:
     """The shipped fit for `cpu` (default: this machine's CPU), else FALLBACK_CPU's."""
-    path = SHIPPED_DIR / f"{cpu or host_cpu_name()}.json"
-    return path if path.is_file() else SHIPPED_DIR / f"{FALLBACK_CPU}.json"
+    path = shipped_file(cpu or host_cpu_name())
+    return path if path.is_file() else shipped_file(FALLBACK_CPU)
 
 
 @functools.lru_cache(maxsize=None)

@@ -1,6 +1,6 @@
 """Measure the cost model the delegate uses to decide what pays, one command:
 
-    PYTHONPATH=. python perf/calibrate.py [--threads 1 2] [--out cost_models/CPU.json]
+    PYTHONPATH=. python perf/calibrate.py [--threads 1 2] [--out cost_model.CPU.json]
 
 For every op in codegen.ops.OPS it times chains of K = 1 and K = 5 of the op (unary
 `h = op(h)`, binary `h = op(h, y)`; h starts as an input [n / 256, 256] ([1, n] if smaller),
@@ -75,7 +75,7 @@ from fusion_delegate.features import (  # noqa: E402
     CostKey, NestTraffic, PartitionFeatures, broadcast_run)
 from fusion_delegate.model import ModelBuilder, Quantization, read_model  # noqa: E402
 from fusion_delegate.worth import (  # noqa: E402
-    APPROXIMATED_OPS, FORMAT, QUANTIZED_OPS, SHIPPED_DIR, CostModel, host_cpu_name)
+    APPROXIMATED_OPS, FORMAT, QUANTIZED_OPS, CostModel, host_cpu_name, shipped_file)
 from perf.suite import cpu_info, size_name, versions  # noqa: E402
 from perf.timing import MIN_ROUNDS, batch_size, no_gc, per_call  # noqa: E402
 from perf.workloads import CHANNEL_WORKLOADS, NORM_WORKLOADS, WORKLOADS  # noqa: E402
@@ -509,9 +509,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                         help="refit only the --ops of the model at --out, keeping the rest")
     parser.add_argument("--passes", type=int, default=PASSES,
                         help=f"rounds over every op and size ({PASSES})")
-    parser.add_argument("--out", type=Path, default=SHIPPED_DIR / f"{host_cpu_name()}.json",
+    parser.add_argument("--out", type=Path, default=shipped_file(host_cpu_name()),
                         help="where to write the model (this CPU's shipped one, "
-                             "fusion_delegate/cost_models/<LLVM's name for it>.json)")
+                             "fusion_delegate/cost_model.<LLVM's name for it>.json)")
     return parser.parse_args(argv)
 
 
