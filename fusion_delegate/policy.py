@@ -12,7 +12,7 @@ import math
 from dataclasses import dataclass
 from pathlib import Path
 
-from codegen.ops import STENCILS
+from codegen.ops import REDUCTIONS, STENCILS
 
 from .claims import REDUCTION_CODES, STENCIL_CODES, NotClaimed, op_name, qparams
 from .context import Context, NodeInfo
@@ -46,6 +46,13 @@ STENCIL_MIN_TAPS_THREADED = 49
 #: half XNNPACK's width there, measured 0.69-0.99x of LiteRT (perf/README.md, "Kernels for
 #: other CPUs"); the 7x7 convolutions still run 12-20x faster than XNNPACK's.
 STENCIL_MIN_TAPS_NARROW = 49
+#: Where kernels are compiled for vectors this many times narrower than the CPU's or more (a
+#: `generic`, SSE, cache on an AVX-512 CPU), a float partition with a reduction is left to
+#: LiteRT: the LayerNorms of the dynamic-range transformers, predicted 3.7x faster there, each
+#: lost 1.7-3.2 us beside LiteRT's hybrid FULLY_CONNECTEDs (0.93-0.95x whole); at half the
+#: width (haswell) and natively they gain (perf/README.md, "A cost model per CPU"). int8 ones
+#: still gain at generic, against LiteRT's builtin kernels.
+NARROW_REDUCTION_SHORTFALL = 4
 #: A partition whose kernel runs two or more transcendental ops in rows of this many elements
 #: or more read with one value per row (features.row_chain_length) is left to LiteRT: such
 #: chains ran at 0.6-1.0x of XNNPACK's ops for rows of 8-95 elements on Zen 4, and 1.5-3x
@@ -105,7 +112,8 @@ class ClaimPolicy:
         writes it once, at memory speed, as the kernel would (its int8 ADD costs less than the
         per-channel one the cost model was fitted on). Nor does a kernel that runs
         transcendental chains in rows of ROW_CHAIN_MIN_COLS or more read with a value per row,
-        which the cost model prices as if vectorised over whole tiles. The cost model prices
+        which the cost model prices as if vectorised over whole tiles, nor float reductions
+        in kernels compiled for a quarter of the CPU's vector width. The cost model prices
         elementwise ops, not convolutions: a partition with a depthwise convolution
         node_reason let through is claimed."""
         if any(op.name in STENCILS for op in partition.ops):
@@ -114,6 +122,12 @@ class ClaimPolicy:
             return NotClaimed("transcendental ops in rows of {} read with a value per row: "
                               "slower than XNNPACK from rows of {} (claimed with "
                               "min_speedup=0)", partition.row_chain, ROW_CHAIN_MIN_COLS)
+        if self.min_speedup > 0 and self.vector_shortfall >= NARROW_REDUCTION_SHORTFALL:
+            reductions = sorted({op.name for op in partition.ops if op.name in REDUCTIONS})
+            if reductions:
+                return NotClaimed("float {} with vectors {:g}x narrower than the CPU's: slower "
+                                  "than LiteRT's (claimed with min_speedup=0)",
+                                  "/".join(reductions), self.vector_shortfall)
         if self.min_speedup > 0 and len(partition.ops) == 1:
             (op,) = partition.ops
             if op.name.split("/")[0] in MEMORY_SPEED_BINARY and op.inputs == 2:

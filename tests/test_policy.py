@@ -58,3 +58,21 @@ def test_transcendental_chains_in_rows_read_with_a_value_per_row_are_left_to_lit
         reason = ClaimPolicy(1.1).partition_reason(features, fast)
         assert (reason is None) == (cols < ROW_CHAIN_MIN_COLS)
         assert ClaimPolicy(0).partition_reason(features, fast) is None
+
+
+def test_float_reductions_compiled_for_a_quarter_of_the_width_are_left_to_litert():
+    """A `generic` cache on an AVX-512 CPU: float LayerNorms lost to LiteRT whatever the cost
+    model predicts; int8 ones, and float ones at half the width, are the prediction's call."""
+    from fusion_delegate.features import CostKey, PartitionFeatures
+    from fusion_delegate.policy import NARROW_REDUCTION_SHORTFALL
+    fast = Prediction(10.0, 2.0)
+    layer_norm = PartitionFeatures((CostKey("MEAN", 37_824), CostKey("SQUARED_DIFFERENCE", 37_824),
+                                    CostKey("RSQRT", 197)), ())
+    int8_norm = PartitionFeatures((CostKey("MEAN/int8", 37_824), CostKey("MUL/int8", 37_824)), ())
+    generic = ClaimPolicy(1.1, vector_shortfall=NARROW_REDUCTION_SHORTFALL)
+    assert generic.partition_reason(layer_norm, fast) == (
+        "float MEAN with vectors 4x narrower than the CPU's: slower than LiteRT's (claimed with "
+        "min_speedup=0)")
+    assert generic.partition_reason(int8_norm, fast) is None
+    assert ClaimPolicy(1.1, vector_shortfall=2).partition_reason(layer_norm, fast) is None
+    assert ClaimPolicy(0, vector_shortfall=4).partition_reason(layer_norm, fast) is None
