@@ -27,10 +27,10 @@ if str(ROOT) not in sys.path:
 
 import numpy as np  # noqa: E402
 from ai_edge_litert.interpreter import Interpreter, OpResolverType  # noqa: E402
-from llvmlite import binding  # noqa: E402
 
 import fusion_delegate  # noqa: E402
 from fusion_delegate import FusionDelegate  # noqa: E402
+from fusion_delegate.worth import host_cpu_name  # noqa: E402
 from perf import peers  # noqa: E402
 from perf.timing import (MIN_ROUNDS, Samples, copy_bandwidth, interleaved,  # noqa: E402
                          last_level_cache_bytes)
@@ -228,7 +228,7 @@ def cpu_info() -> dict[str, str]:
     flags = set(fields.get("flags", "").split())
     return {"cpu": fields.get("model name", platform.processor()),
             "family/model": f"{fields.get('cpu family', '?')}/{fields.get('model', '?')}",
-            "llvm_cpu": binding.get_host_cpu_name(),
+            "llvm_cpu": host_cpu_name(),  # names this CPU's cost model fit
             "avx2": "yes" if "avx2" in flags else "no",
             "avx512f": "yes" if "avx512f" in flags else "no",
             "cores": str(os.cpu_count())}
