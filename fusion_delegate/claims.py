@@ -19,6 +19,7 @@ from codegen.quant_ops import BINARY_OPS, CONVERSIONS, ELEMENTWISE_OPS, QUANT_OP
 from codegen.quant_conv import depthwise_unsupported
 from codegen.quant_rows import ROW_OP_OUTPUTS, reduction_unsupported, row_op_unsupported
 from codegen.quant_support import quant_unsupported
+from codegen.target import numba_target
 from codegen.window import conv_output_shape
 
 from . import abi, runtime
@@ -218,8 +219,18 @@ def fixed(context: Context, tensor: TensorInfo) -> bool:
 def quantized_stencil_reason(context: Context, node: NodeInfo,
                              activation: int) -> NotClaimed | None:
     """None if the int8 convolution is LiteRT's bit for bit: the filter's scales per tensor or
-    per output channel (dimension 3), no int32 overflow (codegen.quant_conv)."""
+    per output channel (dimension 3), no int32 overflow (codegen.quant_conv); and not one
+    channel more than a vector of int32 where kernels are AVX-512 code in half-width vectors
+    (LLVM's choice on Intel's servers): there the kernel of 9 channels gave wrong codes, and
+    no other count of 1-20, 24, 25, 33, 41 or 57 did (perf/README.md, "Another CPU"); the
+    cause is not found yet."""
     data, weights, bias, out = (context.tensor(t) for t in (*node.inputs[:3], node.outputs[0]))
+    target = numba_target()
+    lanes = target.vector_bytes // 4
+    if "avx512f" in target.features and target.vector_bytes < 64 and out.shape[3] == lanes + 1:
+        return NotClaimed("int8 {} of {} channels not claimed for AVX-512 code in {}-byte "
+                          "vectors: such a kernel gave wrong codes there", op_name(node),
+                          out.shape[3], target.vector_bytes)
     scales, _, dimension = context.affine_quantization(weights.index)
     if not scales or len(scales) not in (1, weights.shape[3]) or \
             (len(scales) > 1 and dimension != 3):

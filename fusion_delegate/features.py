@@ -27,6 +27,8 @@ if TYPE_CHECKING:
 #: Ops XNNPACK runs element by element, in place where it can: cutting its partition next to
 #: one costs more than next to others (convolutions, matmuls).
 ELEMENTWISE = frozenset(OPS) | CONVERSIONS
+#: The op of an int8 kernel's table lookup (codegen.lower: a chain of int8 unary ops).
+LOOKUP = "LUT"
 
 
 @dataclass(frozen=True)
@@ -171,14 +173,15 @@ def nest_traffic(built: Built) -> list[NestTraffic]:
 
 def row_chain_length(schedule: Schedule) -> int:
     """The longest rows of an elementwise nest over [M, C] that reads an operand of one value
-    per row ([1, H, W, 1] against [1, H, W, C]) and runs two or more transcendental ops in
-    each row; 0 if none. Such a nest cannot be row-tiled (codegen.schedule): its
-    transcendental ops run in one short loop a row, or stage by stage within each row, and
-    the vector loop over a row ends in scalar iterations."""
+    per row ([1, H, W, 1] against [1, H, W, C]) and runs two or more transcendental ops or
+    int8 table lookups in each row; 0 if none. Such a nest cannot be row-tiled
+    (codegen.schedule): those ops run in one short loop a row, or stage by stage within each
+    row, and the vector loop over a row ends in scalar iterations."""
     return max((nest.loops.sizes[1] for nest in schedule.nests
                 if isinstance(nest, ElementwiseNest) and len(nest.loops.sizes) == 2
                 and (False, True) in nest.loops.broadcast.values()
-                and sum(op.op in TRANSCENDENTAL for op in nest.ops) >= 2), default=0)
+                and sum(op.op in TRANSCENDENTAL or op.op == LOOKUP
+                        for op in nest.ops) >= 2), default=0)
 
 
 def broadcast_run(output: Sequence[int], inputs: Sequence[Sequence[int]]) -> int:

@@ -119,7 +119,8 @@ class FusionDelegate(SimpleDelegate):
                          min_nodes_per_partition=self.options.min_nodes_per_partition)
         self.cache = kernel_cache(self.options.cache_dir)
         self.decisions = DecisionStore(self.cache.directory)
-        self.policy = ClaimPolicy(self.options.min_speedup, vector_shortfall=vector_shortfall())
+        self.policy = ClaimPolicy(self.options.min_speedup, vector_shortfall=vector_shortfall(),
+                                  vector_bytes=numba_target().vector_bytes)
 
     @property
     def claims(self) -> dict[int, NodeClaim]:

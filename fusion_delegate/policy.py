@@ -53,11 +53,12 @@ STENCIL_MIN_TAPS_NARROW = 49
 #: width (haswell) and natively they gain (perf/README.md, "A cost model per CPU"). int8 ones
 #: still gain at generic, against LiteRT's builtin kernels.
 NARROW_REDUCTION_SHORTFALL = 4
-#: A partition whose kernel runs two or more transcendental ops in rows of this many elements
-#: or more read with one value per row (features.row_chain_length) is left to LiteRT: such
-#: chains ran at 0.6-1.0x of XNNPACK's ops for rows of 8-95 elements on Zen 4, and 1.5-3x
-#: faster for rows of 2-5, where XNNPACK calls its kernel once per row (perf/README.md, "The
-#: performance fuzz on Zen 4").
+#: A partition whose kernel runs two or more transcendental ops (or int8 table lookups) in rows
+#: of this many elements or more read with one value per row (features.row_chain_length) is
+#: left to LiteRT: such chains ran at 0.6-1.0x of XNNPACK's ops for rows of 8-95 elements on
+#: Zen 4, and 1.5-3x faster for rows of 2-5, where XNNPACK calls its kernel once per row
+#: (perf/README.md, "The performance fuzz on Zen 4"); an int8 one with two lookups in rows of
+#: 95 at 0.76-0.88x on Zen 4 and Emerald Rapids ("Another CPU").
 ROW_CHAIN_MIN_COLS = 8
 
 
@@ -66,8 +67,10 @@ class ClaimPolicy:
     """The delegate's `min_speedup` applied: 0 claims every partition whose kernel builds."""
     min_speedup: float
     cost_model: str | Path | None = None     # worth.load_cost_model's path; None: the shipped
-    #: How many times narrower than the CPU's the kernels' vectors are (1: as wide).
+    #: How many times narrower than the CPU's (XNNPACK's) the kernels' vectors are (1: as wide).
     vector_shortfall: float = 1.0
+    #: The kernels' vector width, which the cost model sets against its fit's; 0: the fit's.
+    vector_bytes: int = 0
 
     def node_reason(self, context: Context, node: NodeInfo) -> NotClaimed | None:
         """Why a node the kernel reproduces is still left to LiteRT's default path: XNNPACK
@@ -103,7 +106,7 @@ class ClaimPolicy:
         kernel's: XNNPACK on 2 threads is up to twice faster than on 1."""
         if self.min_speedup <= 0:
             return UNKNOWN
-        return predict(partition, interpreter_threads, self.cost_model, self.vector_shortfall)
+        return predict(partition, interpreter_threads, self.cost_model, self.vector_bytes)
 
     def partition_reason(self, partition: PartitionFeatures,
                          prediction: Prediction) -> NotClaimed | None:
@@ -111,16 +114,16 @@ class ClaimPolicy:
         binary op of two whole tensors XNNPACK runs has nothing to fuse: XNNPACK reads and
         writes it once, at memory speed, as the kernel would (its int8 ADD costs less than the
         per-channel one the cost model was fitted on). Nor does a kernel that runs
-        transcendental chains in rows of ROW_CHAIN_MIN_COLS or more read with a value per row,
-        which the cost model prices as if vectorised over whole tiles, nor float reductions
+        transcendental or lookup chains in rows of ROW_CHAIN_MIN_COLS or more read with a value
+        per row, which the cost model prices as if vectorised over whole tiles, nor float reductions
         in kernels compiled for a quarter of the CPU's vector width. The cost model prices
         elementwise ops, not convolutions: a partition with a depthwise convolution
         node_reason let through is claimed."""
         if any(op.name in STENCILS for op in partition.ops):
             return None
         if self.min_speedup > 0 and partition.row_chain >= ROW_CHAIN_MIN_COLS:
-            return NotClaimed("transcendental ops in rows of {} read with a value per row: "
-                              "slower than XNNPACK from rows of {} (claimed with "
+            return NotClaimed("transcendental ops or lookups in rows of {} read with a value "
+                              "per row: slower than XNNPACK from rows of {} (claimed with "
                               "min_speedup=0)", partition.row_chain, ROW_CHAIN_MIN_COLS)
         if self.min_speedup > 0 and self.vector_shortfall >= NARROW_REDUCTION_SHORTFALL:
             reductions = sorted({op.name for op in partition.ops if op.name in REDUCTIONS})

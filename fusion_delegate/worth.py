@@ -49,6 +49,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from codegen.ops import OPS, TRANSCENDENTAL
+from codegen.target import implied_vector_bytes
 from codegen.quant_ops import CONVERSIONS, ELEMENTWISE_OPS, QUANT_OPS
 
 from .errors import FusionDelegateError
@@ -60,7 +61,7 @@ log = logging.getLogger("fusion_delegate")
 #: name for that CPU (`cost_model.znver4.json`): a machine takes its own CPU's, else
 #: FALLBACK_CPU's. One fit does not transfer: Zen 4 runs AVX-512 at half Zen 5's rate, and its
 #: fused transcendental chains took twice what the Zen 5 fit predicted (perf/README.md, "A
-#: cost model per CPU").
+#: cost model per CPU"); on Emerald Rapids LLVM makes 256-bit kernels ("Another CPU").
 FALLBACK_CPU = "znver5"
 #: int8 ops have costs of their own, `OP/int8` (features.cost_keys): LiteRT runs many of them on
 #: its builtin kernels, and a fused chain of unary ones is one table lookup.
@@ -182,15 +183,29 @@ class CostModel:
         same = [n for n in elementwise if (n in TRANSCENDENTAL) == expensive] or list(costs.ops)
         return costs.ops[max(same, key=lambda n: costs.ops[n].fused_ns)]
 
+    @property
+    def vector_bytes(self) -> int:
+        """The vector width of the kernels whose costs were measured: the header's (written
+        by perf/calibrate.py), else the fitting CPU's full width (the Zen fits ran kernels at
+        it). LLVM prefers half the width on some AVX-512 CPUs (Intel's servers)."""
+        width = self.header.get("vector_bytes")
+        if isinstance(width, int) and width > 0:
+            return width
+        machine = self.header.get("machine", {})
+        features = frozenset(name for name in ("avx512f", "avx2")
+                             if isinstance(machine, dict) and machine.get(name) == "yes")
+        return implied_vector_bytes(features | ({"avx"} if "avx2" in features else set()))
+
     def predict(self, partition: PartitionFeatures, threads: int = 1,
-                shortfall: float = 1.0) -> Prediction:
+                vector_bytes: int | None = None) -> Prediction:
         """The cut is priced at the share of the partition that is traffic: the fused
         kernel's memory time over LiteRT's time for the ops. A cut beside XNNPACK's ops takes
         away what fusing saves in passes over memory (those ops find their data in cache), not
         what it saves in arithmetic: priced whole, partitions that gained in their
-        neighbourhoods were predicted to lose (perf/README.md). Kernels compiled for vectors
-        `shortfall` times narrower than the CPU's (codegen.target.vector_shortfall) compute that
-        many times slower than where the model was fitted, beside an XNNPACK that does not."""
+        neighbourhoods were predicted to lose (perf/README.md). Kernels of `vector_bytes`
+        (default: the fit's) narrower than the fit's compute that many times slower than where
+        the model was fitted, beside an XNNPACK that does not."""
+        shortfall = max(1.0, self.vector_bytes / vector_bytes) if vector_bytes else 1.0
         costs = self.costs(threads)
         one_thread_input = partition.builtin_input and threads > 1
         litert_costs = self.costs(1) if one_thread_input else costs
@@ -286,13 +301,12 @@ def _usable(path: str | Path | None) -> CostModel | None:
 
 
 def predict(partition: PartitionFeatures, threads: int = 1, path: str | Path | None = None,
-            shortfall: float = 1.0) -> Prediction:
+            vector_bytes: int | None = None) -> Prediction:
     """LiteRT's and the fused kernel's predicted time for a partition (features.py) at the
-    interpreter's thread count, for kernels whose vectors fall `shortfall` times short of the
-    CPU's. Never raises for a bad cost model: it predicts UNKNOWN (speedup inf) and logs why,
-    once."""
+    interpreter's thread count, for kernels of `vector_bytes` vectors (default: the fit's).
+    Never raises for a bad cost model: it predicts UNKNOWN (speedup inf) and logs why, once."""
     model = _usable(path)
-    return UNKNOWN if model is None else model.predict(partition, threads, shortfall)
+    return UNKNOWN if model is None else model.predict(partition, threads, vector_bytes)
 
 
 class _Parser:

@@ -69,6 +69,7 @@ import numpy as np  # noqa: E402
 from ai_edge_litert.interpreter import Interpreter  # noqa: E402
 
 from codegen.ops import OPS  # noqa: E402
+from codegen.target import numba_target  # noqa: E402
 from codegen.quant_ops import XNNPACK_INT8  # noqa: E402
 from fusion_delegate import FusionDelegate  # noqa: E402
 from fusion_delegate.features import (  # noqa: E402
@@ -547,6 +548,8 @@ def main(argv: list[str] | None = None) -> None:
             "command": " ".join(["python perf/calibrate.py", *sys.argv[1:]]),
             "date": datetime.datetime.now().astimezone().isoformat(timespec="seconds"),
             "machine": cpu_info(), "versions": versions(),
+            # The fused costs hold for kernels of this width (worth.CostModel.vector_bytes).
+            "vector_bytes": numba_target().vector_bytes,
             "sizes": list(SIZES), "fused_size": FUSED_SIZE, "chains": list(K),
             "passes": args.passes, "batch_seconds": BATCH_SECONDS,
             "note": "LiteRT = Interpreter(num_threads=threads), XNNPACK applied; the fused "

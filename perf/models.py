@@ -47,6 +47,8 @@ MIN_SPEEDUP = FusionOptions().min_speedup      # what the default options claim 
 LITERT, LITERT_TWIN, DELEGATE = "litert_default", "litert_twin", "delegate_defaults"
 NONE, TWIN = "none", "none_twin"
 OPENVINO = peers.OPENVINO
+#: LiteRT default in OpenVINO's own rounds (the delegate is not timed beside OpenVINO's threads).
+LITERT_BESIDE_OPENVINO = "litert_beside_openvino"
 #: Either decision on a partition saving less than this is a tie (a squeeze-excite's swish of
 #: a few elements): a model invoke costs more than its variation here.
 TIE_US = 0.1
@@ -120,8 +122,11 @@ class ModelResult:
 
     @property
     def openvino_speedup(self) -> float | None:
-        """LiteRT default / OpenVINO (above 1: OpenVINO is faster); None: not timed."""
-        return self.litert / self.times[OPENVINO].median if OPENVINO in self.times else None
+        """LiteRT default / OpenVINO (above 1: OpenVINO is faster), from their own rounds;
+        None: not timed."""
+        if OPENVINO not in self.times:
+            return None
+        return self.times[LITERT_BESIDE_OPENVINO].median / self.times[OPENVINO].median
 
     @property
     def twins(self) -> float:
@@ -145,12 +150,18 @@ def time_model(model: dict, data: bytes, threads: int, config: Config) -> ModelR
     for it in (plain, twin, fused):
         set_inputs(it, inputs)
     methods = {LITERT: plain.invoke, LITERT_TWIN: twin.invoke, DELEGATE: fused.invoke}
+    result.times = interleaved(methods, config.rounds, config.batch_seconds, config.model_seconds)
     if config.openvino:
+        # Rounds of their own: in the delegate's rounds OpenVINO's threads slowed the
+        # interpreter timed next to it at 2 threads (perf/README.md, "OpenVINO's own rounds").
         try:
-            methods[OPENVINO], result.openvino_rel_err = openvino_peer(data, plain, threads)
+            peer, result.openvino_rel_err = openvino_peer(data, plain, threads)
         except peers.Unsupported as reason:
             result.openvino_skipped = str(reason)
-    result.times = interleaved(methods, config.rounds, config.batch_seconds, config.model_seconds)
+        else:
+            result.times.update(interleaved({LITERT_BESIDE_OPENVINO: plain.invoke, OPENVINO: peer},
+                                            config.rounds, config.batch_seconds,
+                                            config.model_seconds))
     return result
 
 
@@ -404,8 +415,10 @@ all) is not a measured difference."""
 OPENVINO_LEGEND = """\
 `openvino_ms` is the same .tflite read and compiled by OpenVINO's CPU plugin (perf/peers.py:
 `INFERENCE_PRECISION_HINT` f32, `INFERENCE_NUM_THREADS` the thread count of the table, its
-other settings its defaults), inputs set once, `infer()` per call, timed in the same rounds;
-`ov_speedup` = litert_ms / openvino_ms (above 1: OpenVINO is faster than LiteRT default; the
+other settings its defaults), inputs set once, `infer()` per call, timed in rounds of its own
+beside the first LiteRT interpreter (OpenVINO's threads slowed whichever interpreter ran next to
+them); `ov_speedup` = LiteRT's time in those rounds / openvino_ms (above 1: OpenVINO is faster
+than LiteRT default; the
 delegate's own `speedup` sets it against the delegate); `ov_rel_err`: the largest max
 |openvino - litert| / max |litert| over the model's outputs, on the same inputs. `skipped`:
 what OpenVINO said when it could not read, compile or run the model."""

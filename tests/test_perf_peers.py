@@ -77,14 +77,15 @@ def test_models_table_has_openvino_columns_only_when_openvino_was_tried():
     assert all(len(row) == len(models.MODEL_COLUMNS) for row in models.model_rows([plain]))
     timed = model_result(openvino_rel_err=1e-6)
     timed.times[models.OPENVINO] = Samples((4e-3,))
+    timed.times[models.LITERT_BESIDE_OPENVINO] = Samples((3e-3,))     # their own rounds
     skipped = model_result(openvino_skipped="RuntimeError: Unexpected type: RESOURCE")
     results = [timed, skipped]
     assert models.model_columns(results) == models.OPENVINO_COLUMNS
     rows = models.model_rows(results, with_openvino=True)
     assert all(len(row) == len(models.OPENVINO_COLUMNS) for row in rows)
-    assert rows[0][-3:] == ("4.00", "0.500x", "1.0e-06")
+    assert rows[0][-3:] == ("4.00", "0.750x", "1.0e-06")
     assert rows[1][-3:] == ("-", "skipped: RuntimeError: Unexpected type: RESOURCE", "")
-    assert rows[2][0] == "geomean" and rows[2][-3:] == ("1 models", "0.500x", "")
+    assert rows[2][0] == "geomean" and rows[2][-3:] == ("1 models", "0.750x", "")
 
 
 def test_openvino_absent_is_a_reason_not_a_crash(monkeypatch):

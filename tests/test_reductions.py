@@ -20,7 +20,7 @@ from codegen.ops import OPS
 from codegen.qparams import QParams
 from codegen.quant_rows import reduction_unsupported
 from codegen.schedule import plan
-from conftest import HOST, builtin_interpreter, kernel_source, run, same_bits
+from conftest import AVX512, builtin_interpreter, kernel_source, run, same_bits
 from equivalence import SPECIALS, Graph, oracle_tensors
 from fusion_delegate import FusionDelegate
 from fusion_delegate.fusion import LAYOUT
@@ -66,12 +66,12 @@ def test_layernorm_is_one_rows_nest_with_a_pass_per_phase():
     ir = layernorm_ir(197, 192)
     ir = KernelIR(tuple(Value(v.tensor, v.shape, 1e-6 if v.tensor == 4 else None)
                            for v in ir.values), ir.ops, ir.inputs, ir.outputs)
-    (nest,) = plan(ir, HOST).nests
+    (nest,) = plan(ir, AVX512).nests
     assert isinstance(nest, RowsNest) and nest.loops.sizes == (197, 192)
     assert [[op.op for op in stage] for stage in nest.stages] == [
         ["MEAN"], ["SQUARED_DIFFERENCE", "MEAN"], ["SUB", "MUL", "MUL"]]
     assert [[op.op for op in ops] for ops in nest.per_row] == [[], [], ["ADD", "RSQRT"], []]
-    assert plan(ir, HOST).buffers == ()
+    assert plan(ir, AVX512).buffers == ()
     assert nest.step_rows == 2                  # two rows a step, the last one 196 twice
     source = kernel_source(ir, LAYOUT)
     assert "for step in range(99):" in source and source.count("for i1 in range(row_length):") >= 3
@@ -90,7 +90,7 @@ def test_softmax_lowers_to_row_max_exp_sum_and_one_multiply():
     ir = ir_of({0: (6, 197), 1: (6, 197)}, [("SOFTMAX", (0,), 1, (("beta", 1.0),))], (0,), (1,))
     assert [op.op for op in ir.ops] == ["ROW_MAX", "SCALED_EXP", "ROW_SUM", "RECIPROCAL",
                                         "MUL_RAW"]
-    (nest,) = plan(ir, HOST).nests
+    (nest,) = plan(ir, AVX512).nests
     assert isinstance(nest, RowsNest) and len(nest.stages) == 3
     assert [[op.op for op in ops] for ops in nest.per_row][2] == ["RECIPROCAL"]
     assert nest.step_rows == 1                 # exp keeps the core busy: one row a step
@@ -104,23 +104,23 @@ def test_softmax_exp_pass_over_a_scaled_row_runs_on_to_whole_vectors():
         return ir_of({0: (6, c), 1: (), 2: (6, c), 3: (6, c)},
                      [("MUL", (0, 1), 2, ACT), ("SOFTMAX", (2,), 3, (("beta", 1.0),))],
                      (0, 1), (3,))
-    (nest,) = plan(scaled(197), HOST).nests
+    (nest,) = plan(scaled(197), AVX512).nests
     assert nest.padded == (1,) and nest.padding == ((2, "-INF"),) and nest.row_stride == 208
     source = kernel_source(scaled(197), LAYOUT)
     assert "mul_buf = np.full(208, -INF, np.float32)" in source
     assert "padded_length = (x0.shape[0] // 6 + 15) // 16 * 16" in source
     assert source.count("for i1 in range(padded_length):") == 1    # one text for both loops
-    assert plan(scaled(128), HOST).nests[0].padded == ()
+    assert plan(scaled(128), AVX512).nests[0].padded == ()
     plain = ir_of({0: (6, 197), 1: (6, 197)}, [("SOFTMAX", (0,), 1, (("beta", 1.0),))],
                   (0,), (1,))
-    assert plan(plain, HOST).nests[0].padded == ()
+    assert plan(plain, AVX512).nests[0].padded == ()
 
 
 def test_squeeze_over_h_w_accumulates_in_its_input_nest():
     """MEAN over H, W of NHWC: a nest over the input accumulating per channel, on one thread."""
     ir = ir_of({0: (1, 14, 14, 24), 1: (1, 14, 14, 24), 2: (1, 1, 1, 24)},
                [("HARD_SWISH", (0,), 1, ()), ("MEAN", (1,), 2, row((1, 2)))], (0,), (1, 2))
-    (nest,) = plan(ir, HOST).nests
+    (nest,) = plan(ir, AVX512).nests
     assert isinstance(nest, ElementwiseNest) and nest.loops.sizes == (196, 24)
     assert nest.loops.broadcast[2] == (True, False) and not nest.tile
     source = kernel_source(KernelIR(ir.values, ir.ops, ir.inputs, ir.outputs, threads=2),
@@ -135,10 +135,10 @@ def test_a_reduction_result_read_in_a_later_phase_of_another_domain():
     ir = ir_of({0: (5, 8), 1: (1, 8), 2: (1, 8), 3: (5, 8)},
                [("SUM", (0,), 1, row((0,))), ("NEG", (1,), 2, ()), ("MUL", (0, 2), 3, ACT)],
                (0,), (3,))
-    nests = plan(ir, HOST).nests
+    nests = plan(ir, AVX512).nests
     assert [(n.domain, [op.op for op in n.ops]) for n in nests] == [
         ((5, 8), ["SUM"]), ((8,), ["NEG"]), ((5, 8), ["MUL"])]
-    assert dict(plan(ir, HOST).buffers) == {1: 8, 2: 8}
+    assert dict(plan(ir, AVX512).buffers) == {1: 8, 2: 8}
 
 
 def test_a_pool_after_a_layernorm_is_a_nest_after_its_rows_nest():
@@ -147,9 +147,9 @@ def test_a_pool_after_a_layernorm_is_a_nest_after_its_rows_nest():
     ir = ir_of({0: (64, 32), 1: (64, 1), 2: (64, 32), 3: (32,)},
                [("MEAN", (0,), 1, row()), ("SUB", (0, 1), 2, ACT),
                 ("MEAN", (2,), 3, (("axes", (0,)), ("keep_dims", False)))], (0,), (3,))
-    rows, pool = plan(ir, HOST).nests
+    rows, pool = plan(ir, AVX512).nests
     assert isinstance(rows, RowsNest) and [op.op for op in rows.ops] == ["MEAN", "SUB"]
-    assert rows.writes == (2,) and dict(plan(ir, HOST).buffers) == {2: 64 * 32}
+    assert rows.writes == (2,) and dict(plan(ir, AVX512).buffers) == {2: 64 * 32}
     assert isinstance(pool, ElementwiseNest) and [op.op for op in pool.ops] == ["MEAN"]
     source = kernel_source(ir, LAYOUT)
     assert "sub_t_b[i1] = clamp_overflow(x_t_b[i1] - mean_b)" in source

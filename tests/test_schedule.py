@@ -5,7 +5,7 @@ import math
 import numpy as np
 import pytest
 
-from conftest import HOST, builtin_interpreter, ir_of, kernel_source, run, same_bits
+from conftest import AVX512, HOST, builtin_interpreter, ir_of, kernel_source, run, same_bits
 from codegen.ir import KernelIR, Op, Value
 from codegen.nests import ElementwiseNest, RowBlockNest, RowsNest, StencilNest, UnrolledRowsNest
 from codegen.window import Window
@@ -27,7 +27,7 @@ def cache_dir(tmp_path_factory):
 def test_branches_of_shapes_that_do_not_broadcast_get_a_nest_each():
     ir = ir_of({0: (1, 24, 24, 24), 1: (1, 48, 48, 48), 2: (1, 24, 24, 24), 3: (1, 48, 48, 48)},
                [("RELU", (0,), 2), ("RELU", (1,), 3)], inputs=(0, 1), outputs=(2, 3))
-    schedule = plan(ir, HOST)
+    schedule = plan(ir, AVX512)
     assert [nest.domain for nest in schedule.nests] == [(24, 24, 24), (48, 48, 48)]
     assert schedule.buffers == ()
     source = kernel_source(ir, LAYOUT)
@@ -39,9 +39,9 @@ def test_an_op_on_a_smaller_shape_is_computed_once_at_its_own_shape():
     """The squeeze-excite gate: LOGISTIC of [1,1,1,C] once per channel, not per pixel."""
     ir = ir_of({0: (1, 8, 8, 24), 1: (1, 1, 1, 24), 2: (1, 1, 1, 24), 3: (1, 8, 8, 24)},
                [("LOGISTIC", (1,), 2), ("MUL", (0, 2), 3)], inputs=(0, 1), outputs=(3,))
-    first, second = plan(ir, HOST).nests
+    first, second = plan(ir, AVX512).nests
     assert first.domain == (24,) and [op.op for op in first.ops] == ["LOGISTIC"]
-    assert first.writes == (2,) and plan(ir, HOST).buffers == ((2, 24),)
+    assert first.writes == (2,) and plan(ir, AVX512).buffers == ((2, 24),)
     assert second.domain == (8, 8, 24) and second.periodic == ((2, 24),)
     source = kernel_source(ir, LAYOUT)
     assert source.count("logistic_eigen(") == 1 and "logistic[i0] = logistic_eigen(x1[i0])" in source
@@ -52,7 +52,7 @@ def test_nests_run_after_what_they_read_whatever_the_op_order():
     ir = ir_of({0: (6, 16), 1: (16,), 2: (6, 16), 3: (16,), 4: (16,), 5: (6, 16)},
                [("ADD", (0, 1), 2), ("TANH", (3,), 4), ("MUL", (2, 4), 5)],
                inputs=(0, 1, 3), outputs=(5,))
-    nests = plan(ir, HOST).nests
+    nests = plan(ir, AVX512).nests
     assert [n.domain for n in nests] == [(16,), (6, 16)]
     assert [op.op for op in nests[1].ops] == ["ADD", "MUL"]
 
@@ -61,9 +61,9 @@ def test_nests_run_after_what_they_read_whatever_the_op_order():
 def test_short_channel_dims_are_tiled_into_long_inner_loops(channels):
     ir = ir_of({0: (1, 40, 40, channels), 1: (channels,), 2: (1, 40, 40, channels)},
                [("ADD", (0, 1), 2)], inputs=(0, 1), outputs=(2,))
-    (nest,) = plan(ir, HOST).nests
+    (nest,) = plan(ir, AVX512).nests
     assert isinstance(nest, ElementwiseNest) and nest.loops.sizes == (40 * 40 * channels,)
-    unit = math.lcm(channels, vector_block(HOST))     # whole rows, whole vector iterations
+    unit = math.lcm(channels, vector_block(AVX512))     # whole rows, whole vector iterations
     assert nest.tile % unit == 0 and ROW_TILE <= nest.tile < ROW_TILE + unit
     assert nest.periodic == ((1, channels),)
 
@@ -83,17 +83,17 @@ def chain(rows: int, channels: int, constants: int = 16) -> KernelIR:
 def test_the_row_copies_of_many_per_channel_constants_stay_within_half_of_l1(channels):
     """16 per-channel constants in rows shorter than a vector: row tiles, whose 1024-element
     copies would be 64 KiB."""
-    (nest,) = plan(chain(256, channels), HOST).nests
+    (nest,) = plan(chain(256, channels), AVX512).nests
     assert isinstance(nest, ElementwiseNest) and len(nest.periodic) == 16
     assert 16 * 4 * nest.tile <= ROW_COPIES_BYTES
-    assert nest.tile % math.lcm(channels, vector_block(HOST)) == 0
+    assert nest.tile % math.lcm(channels, vector_block(AVX512)) == 0
 
 
 @pytest.mark.parametrize("channels, constants", [(16, 16), (16, 8), (24, 12), (48, 8)])
 def test_many_per_channel_constants_that_fit_in_registers_run_in_row_blocks(channels,
                                                                             constants):
     """The plain [M, C] nest, its constants in registers, about ROW_TILE elements a block."""
-    (nest,) = plan(chain(256, channels, constants), HOST).nests
+    (nest,) = plan(chain(256, channels, constants), AVX512).nests
     assert isinstance(nest, RowBlockNest) and nest.loops.sizes == (256, channels)
     assert nest.rows_per_block == ROW_TILE // channels
 
@@ -103,11 +103,11 @@ def test_rows_of_three_vectors_or_more_with_few_constants_run_in_row_blocks(chan
                                                                            constants):
     """Their constants in registers too, and LLVM vectorises the rows, not the loop across
     them (no gathers), so the blocks need no tile copies."""
-    (nest,) = plan(chain(256, channels, constants), HOST).nests
+    (nest,) = plan(chain(256, channels, constants), AVX512).nests
     assert isinstance(nest, RowBlockNest) and nest.loops.sizes == (256, channels)
     assert nest.rows_per_block == max(1, ROW_TILE // channels)
     (beyond_l2,) = plan(chain(UNROLL_MAX_ELEMENTS // channels + 1, channels, constants),
-                        HOST).nests
+                        AVX512).nests
     assert isinstance(beyond_l2, ElementwiseNest) and beyond_l2.tile > 0  # blocks: slower
 
 
@@ -120,11 +120,11 @@ def test_int8_rows_that_are_not_whole_byte_vectors_stay_row_tiled(channels):
                         Value(1, (channels,), dtype="int8"),
                         Value(2, (256, channels), dtype="int8")),
                     (Op(0, "MUL", (0, 1), 2, (("activation", 0),)),), (0, 1), (2,))
-    (nest,) = plan(gate, HOST).nests
+    (nest,) = plan(gate, AVX512).nests
     assert isinstance(nest, ElementwiseNest)
-    assert nest.tile % math.lcm(channels, vector_block(HOST)) == 0
+    assert nest.tile % math.lcm(channels, vector_block(AVX512)) == 0
     (nest,) = plan(ir_of({0: (256, 64), 1: (64,), 2: (256, 64)}, [("MUL", (0, 1), 2)],
-                         inputs=(0, 1), outputs=(2,)), HOST).nests
+                         inputs=(0, 1), outputs=(2,)), AVX512).nests
     assert nest.rows_per_block == ROW_TILE // 64     # float32: four whole vectors a row
 
 
@@ -132,14 +132,14 @@ def test_int8_rows_that_are_not_whole_byte_vectors_stay_row_tiled(channels):
 def test_short_rows_or_few_constants_stay_row_tiled(channels, constants):
     """Rows of one or two vectors with few constants (LLVM vectorised the loop across rows,
     with gathers), or more constants than registers in rows shorter than TILE."""
-    (nest,) = plan(chain(256, channels, constants), HOST).nests
+    (nest,) = plan(chain(256, channels, constants), AVX512).nests
     assert isinstance(nest, ElementwiseNest) and len(nest.periodic) == constants
 
 
 @pytest.mark.parametrize("channels", [32, 64, 256, 1000])
 def test_many_constants_beyond_the_registers_are_shared_by_unrolled_rows(channels):
     """Each load of a per-channel constant serves UNROLL_ROWS rows: the plain [M, C] nest."""
-    (nest,) = plan(chain(256, channels, 16), HOST).nests
+    (nest,) = plan(chain(256, channels, 16), AVX512).nests
     assert isinstance(nest, UnrolledRowsNest) and nest.unroll == UNROLL_ROWS
     assert nest.loops.sizes == (256, channels)
 
@@ -148,7 +148,7 @@ def test_fewer_rows_than_unrolled_or_few_constants_or_a_nest_out_of_cache_leave_
     for ir in (chain(UNROLL_ROWS - 1, 256, 16), chain(256, 256, 4),
                chain(UNROLL_MAX_ELEMENTS // 256 + 1, 256, 16),
                chain(UNROLL_MAX_ELEMENTS // 128 + 1, 128, 16)):
-        (nest,) = plan(ir, HOST).nests
+        (nest,) = plan(ir, AVX512).nests
         assert isinstance(nest, ElementwiseNest) and nest.tile == 0 and nest.periodic == ()
 
 
@@ -156,7 +156,7 @@ def test_fewer_rows_than_unrolled_or_few_constants_or_a_nest_out_of_cache_leave_
 def test_short_rows_out_of_cache_stay_unrolled(channels):
     """The unrolled rows of C <= 64 are one stream through memory: unrolled at any size, out
     of L2 from cache-aligned copies of the per-channel constants."""
-    (nest,) = plan(chain(UNROLL_MAX_ELEMENTS // channels + 1, channels, 16), HOST).nests
+    (nest,) = plan(chain(UNROLL_MAX_ELEMENTS // channels + 1, channels, 16), AVX512).nests
     assert isinstance(nest, UnrolledRowsNest) and nest.unroll == UNROLL_ROWS
     assert nest.aligned == tuple(range(1, 17))
 
@@ -168,11 +168,11 @@ def test_outputs_of_whole_vector_rows_that_leave_the_caches_are_streamed(channel
     nest (no blocks, unrolled rows or tiles), its constants read from aligned copies, its
     output streamed; below, or with rows that end mid-vector, it is not."""
     rows = -(-STREAM_MIN_BYTES // (4 * channels))
-    (nest,) = plan(chain(rows, channels, constants), HOST).nests
+    (nest,) = plan(chain(rows, channels, constants), AVX512).nests
     assert nest.streamed == (99 + constants,) and nest.loops.sizes == (rows, channels)
     assert isinstance(nest, ElementwiseNest) and nest.tile == 0 and nest.periodic == ()
     assert nest.aligned == tuple(range(1, constants + 1))
-    (below,) = plan(chain(rows - 1, channels, constants), HOST).nests
+    (below,) = plan(chain(rows - 1, channels, constants), AVX512).nests
     assert not isinstance(below, ElementwiseNest) or below.streamed == ()
 
 
@@ -183,10 +183,10 @@ def test_other_large_per_channel_nests_stream_from_row_tiles(channels, constants
     rows, with scatters) and rows that end mid-vector: row tiles, each a whole number of
     vectors, streamed; rows of 264 (no tiles, rows ending mid-vector) are not."""
     (nest,) = plan(chain(-(-STREAM_MIN_BYTES // (4 * channels)), channels, constants),
-                   HOST).nests
+                   AVX512).nests
     assert len(nest.periodic) == constants and nest.tile % 16 == 0
     assert nest.streamed == (99 + constants,)
-    (long_rows,) = plan(chain(STREAM_MIN_BYTES // (4 * 264) + 1, 264, 16), HOST).nests
+    (long_rows,) = plan(chain(STREAM_MIN_BYTES // (4 * 264) + 1, 264, 16), AVX512).nests
     assert long_rows.tile == 0 and long_rows.streamed == ()
 
 
@@ -194,8 +194,8 @@ def test_long_rows_and_row_statistics_are_not_row_tiled():
     wide = ir_of({0: (10, 512), 1: (512,), 2: (10, 512)}, [("ADD", (0, 1), 2)], (0, 1), (2,))
     rows = ir_of({0: (10, 16), 1: (10, 1), 2: (16,), 3: (10, 16), 4: (10, 16)},
                  [("SUB", (0, 1), 3), ("MUL", (3, 2), 4)], (0, 1, 2), (4,))
-    assert plan(wide, HOST).nests[0].tile == 0 and plan(wide, HOST).nests[0].periodic == ()
-    (row_nest,) = plan(rows, HOST).nests
+    assert plan(wide, AVX512).nests[0].tile == 0 and plan(wide, AVX512).nests[0].periodic == ()
+    (row_nest,) = plan(rows, AVX512).nests
     assert row_nest.periodic == () and row_nest.loops.sizes == (10, 16)
 
 
@@ -236,7 +236,7 @@ def test_a_flat_streamed_nest_splits_between_threads_at_whole_vectors(cache_dir,
     ours = builtin_interpreter(model, [delegate], num_threads=2)
     oracle = builtin_interpreter(model)
     (kernel,) = delegate.kernels.values()
-    step = -(-elements // 32) * 16
+    step = -(-elements // (2 * HOST.lanes)) * HOST.lanes    # the delegate plans for the host
     assert f"first = part_first(part, 2) * {step}" in kernel.kernel.source
     assert f"for offset in range(0, min({step}, {elements} - first)):" in kernel.kernel.source
     assert "stream_store(" in kernel.kernel.source
@@ -341,16 +341,16 @@ def test_the_plan_decides_threads_stack_memory_and_the_fast_loop():
         ir = ir_of(values, ops, inputs=(0, 1), outputs=(h,))
         return KernelIR(ir.values, ir.ops, ir.inputs, ir.outputs, threads=threads)
 
-    schedule = plan(gated(1, threads=2), HOST)
+    schedule = plan(gated(1, threads=2), AVX512)
     gate, product = schedule.nests
     assert (gate.threads, product.threads, product.part) == (1, 2, 256)
     assert schedule.buffers == ((2, 256),) and schedule.stack == {2}
     assert schedule.fast is None                  # one clamp dropped, one output checked
-    fast = plan(gated(3, threads=1), HOST).fast
+    fast = plan(gated(3, threads=1), AVX512).fast
     assert fast is not None and (fast.dropped, fast.checked) == (3, (12,))
-    assert [nest.threads for nest in plan(gated(3, threads=1), HOST).nests] == [1, 1]
+    assert [nest.threads for nest in plan(gated(3, threads=1), AVX512).nests] == [1, 1]
     # Many threads: each part keeps at least PART_MIN_ELEMENTS (512 x 256 = 4 of them).
-    _, many = plan(gated(1, threads=64), HOST).nests
+    _, many = plan(gated(1, threads=64), AVX512).nests
     assert many.threads == 512 * 256 // PART_MIN_ELEMENTS == 4 and many.part == 128
 
 
@@ -375,7 +375,7 @@ def test_a_depthwise_convolution_and_the_chain_it_feeds_are_one_stencil_nest():
     """The residual ADD, a per-channel gate and RELU6 run on each sum before it is stored;
     nothing but the chain's end goes to memory."""
     ir = depthwise_ir([("ADD", (3, 0), 5), ("MUL", (5, 4), 6), ("RELU6", (6,), 7)], (7,))
-    schedule = plan(ir, HOST)
+    schedule = plan(ir, AVX512)
     (nest,) = schedule.nests
     assert isinstance(nest, StencilNest) and schedule.buffers == ()
     assert [op.op for op in nest.ops] == ["DEPTHWISE_CONV_2D", "ADD", "MUL", "RELU6"]
@@ -410,7 +410,7 @@ def test_what_else_reads_the_convolution_runs_after_its_nest_from_memory():
     stencil nest; an op reading the MEAN's result too joins no epilogue."""
     ir = depthwise_ir([("RELU", (3,), 5), ("MEAN", (5,), 6), ("SUB", (5, 6), 7)], (7,),
                       extra={6: (1, 20, 20, 1)})
-    schedule = plan(ir, HOST)
+    schedule = plan(ir, AVX512)
     stencil, rows = schedule.nests
     assert isinstance(stencil, StencilNest) and isinstance(rows, RowsNest)
     assert [op.op for op in stencil.ops] == ["DEPTHWISE_CONV_2D", "RELU"]
@@ -430,4 +430,28 @@ def test_row_chain_length_finds_transcendental_chains_in_rows_read_with_a_value_
     ir = ir_of({0: shape, 1: per_row, 2: shape, 3: shape, 4: shape},
                [("MAXIMUM", (0, 1), 2), (chain[0], (2,), 3), (chain[1], (3,), 4)],
                inputs=(0, 1), outputs=(4,))
-    assert row_chain_length(plan(ir, HOST)) == length
+    assert row_chain_length(plan(ir, AVX512)) == length
+
+
+def test_int8_lookups_in_rows_read_with_a_value_per_row_count_as_a_row_chain(cache_dir):
+    """Two int8 LOGISTICs (table lookups) in rows of 95 read with a per-pixel operand: the
+    shape of a performance-fuzz case that ran 0.76-0.88x of LiteRT on Zen 4 and Emerald Rapids.
+    Left to LiteRT by default; claimed with min_speedup=0."""
+    from fusion_delegate.model import Quantization
+    q = Quantization.per_tensor(0.05, 0)
+    logistic_q = Quantization.per_tensor(1 / 256, -128)
+    b = ModelBuilder("int8_row_lookups")
+    x = b.input("x", (1, 11, 16, 95), np.int8, q)
+    per_pixel = b.input("y", (1, 11, 16, 1), np.int8, q)
+    h = b.op("ADD", [x, per_pixel], NONE, quantization=q)
+    h = b.op("LOGISTIC", [h], quantization=logistic_q)
+    h = b.op("MUL", [h, x], NONE, quantization=q)
+    b.output(b.op("LOGISTIC", [h], quantization=logistic_q))
+    model = b.to_bytes()
+    default = FusionDelegate(cache_dir=cache_dir)
+    builtin_interpreter(model, [default])
+    assert all("lookups in rows of 95" in (claim.reason or "")
+               for claim in default.claims.values())
+    everything = FusionDelegate(cache_dir=cache_dir, min_speedup=0.0)
+    builtin_interpreter(model, [everything])
+    assert all(claim.reason is None for claim in everything.claims.values())
