@@ -380,8 +380,9 @@ def check_live_context(context) -> None:
     fields come first, so that a wrong struct size is caught before any pointer is followed:
     every tensor's type must be a known TfLiteType and its allocation type a known one; then
     its dims must be a plausible shape, its name readable, and for dense fixed-size types its
-    byte size must equal prod(shape) * itemsize (a sparse tensor stores fewer bytes, and the
-    delegate never claims a node that touches one).
+    byte size must hold prod(shape) * itemsize (a sparse tensor stores fewer bytes, and the
+    delegate never claims a node that touches one; a constant's buffer may hold more, and
+    LiteRT runs such a model).
     """
     ctx = context.contents
     count = ctx.tensors_size
@@ -406,7 +407,7 @@ def check_live_context(context) -> None:
         dense = not tensor.sparsity and tensor.allocation_type != kTfLiteDynamic
         if dtype is not None and tensor.dims and dense:
             expected = math.prod(shape) * dtype.itemsize
-            if tensor.bytes not in (0, expected):
+            if 0 < tensor.bytes < expected:
                 raise AbiMismatchError(
                     f"tensor {index} ({tensor.name!r}): {tensor.bytes} bytes for shape {shape} "
                     f"{type_name(tensor.type)}, expected {expected} ({runtime_version()})")

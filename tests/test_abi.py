@@ -70,3 +70,32 @@ def test_every_tflite_type_maps_to_numpy_or_is_refused_by_name():
 def test_unknown_type_code_is_refused_by_name():
     with pytest.raises(TypeError, match="unknown type 99"):
         abi.numpy_dtype(99)
+
+
+def test_a_constant_with_more_bytes_than_its_shape_needs_runs_with_the_delegate():
+    """A byte-flipped MobileNetV3 (perf/mutation_fuzz.py) had a buffer of 360 bytes for 88
+    floats: LiteRT runs it, and so must the delegate (it failed every Prepare)."""
+    from dataclasses import replace
+    from fusion_delegate import FusionDelegate
+    from fusion_delegate.model import ModelBuilder, write_model
+    b = ModelBuilder()
+    x = b.input("x", (4, 88))
+    h = b.op("ADD", [x, b.const("bias", np.zeros(88, np.float32))],
+             {"fused_activation_function": 0})
+    b.output(b.op("MUL", [h, h], {"fused_activation_function": 0}))
+    graph = read_model(b.to_bytes())
+    tensors = graph.subgraphs[0].tensors
+    (index,) = [i for i, t in enumerate(tensors) if t.name == "bias"]
+    longer = np.linspace(-1, 1, 90, dtype=np.float32)     # 2 floats more than the shape's
+    raw = np.dtype(np.float32, metadata={"tflite_type": "FLOAT32"})    # written byte for byte
+    tensors[index] = replace(tensors[index], dtype=raw,
+                             data=np.frombuffer(longer.tobytes(), np.uint8))
+    model = write_model(graph)
+    delegate = FusionDelegate(min_speedup=0.0)
+    ours, oracle = builtin_interpreter(model, [delegate]), builtin_interpreter(model)
+    data = np.random.default_rng(0).standard_normal((4, 88)).astype(np.float32)
+    for it in (ours, oracle):
+        it.set_tensor(it.get_input_details()[0]["index"], data)
+        it.invoke()
+    got, want = (it.get_tensor(it.get_output_details()[0]["index"]) for it in (ours, oracle))
+    assert delegate.kernels and np.array_equal(got, want)
