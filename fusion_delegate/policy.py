@@ -88,8 +88,10 @@ class ClaimPolicy:
                      STENCIL_MIN_TAPS_THREADED if threaded else
                      STENCIL_MIN_TAPS_NARROW if narrow else STENCIL_MIN_TAPS)
             if taps < least:
-                kind = "" if qparams(x) is None else f"{x.type_name.lower()} "
-                where = (f" at {context.num_threads} threads" if threaded else
+                quantized = qparams(x) is not None
+                kind = f"{x.type_name.lower()} " if quantized else ""
+                where = ("" if quantized else   # the int8 rule holds at any threads and width
+                         f" at {context.num_threads} threads" if threaded else
                          " with vectors narrower than the CPU's" if narrow else "")
                 return NotClaimed("{} {}of {} taps left to XNNPACK, faster than fused below {}{} "
                                   "(claimed with min_speedup=0)", op_name(node), kind, taps,

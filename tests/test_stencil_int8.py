@@ -251,11 +251,14 @@ def test_sums_beyond_int32_lanes_take_the_int64_helpers(cache_dir, rng):
 def test_by_default_only_int8_convolutions_of_49_taps_are_claimed(cache_dir):
     """XNNPACK's int8 3x3 and 5x5 depthwise convolutions are as fast as the nest or faster;
     its 7x7 ones are not (perf/README.md, "Depthwise convolutions")."""
-    small = FusionDelegate(cache_dir=cache_dir)
-    small.policy = replace(small.policy, vector_shortfall=1.0)     # kernels as wide as the CPU
-    builtin_interpreter(int8_conv_model((1, 16, 16, 32), (5, 5)), [small])
-    assert small.claims[0].reason == ("DEPTHWISE_CONV_2D int8 of 25 taps left to XNNPACK, "
-                                      "faster than fused below 49 (claimed with min_speedup=0)")
+    for threads, shortfall in ((1, 1.0), (2, 1.0), (1, 2.0)):    # the same rule everywhere
+        small = FusionDelegate(cache_dir=cache_dir)
+        small.policy = replace(small.policy, vector_shortfall=shortfall)
+        builtin_interpreter(int8_conv_model((1, 16, 16, 32), (5, 5)), [small],
+                            num_threads=threads)
+        assert small.claims[0].reason == ("DEPTHWISE_CONV_2D int8 of 25 taps left to XNNPACK, "
+                                          "faster than fused below 49 (claimed with "
+                                          "min_speedup=0)")
     large = FusionDelegate(cache_dir=cache_dir)
     builtin_interpreter(int8_conv_model((1, 16, 16, 32), (7, 7)), [large])
     assert large.claims[0].reason is None and large.kernels
