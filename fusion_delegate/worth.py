@@ -49,8 +49,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from codegen.ops import OPS, TRANSCENDENTAL
-from codegen.target import implied_vector_bytes
 from codegen.quant_ops import CONVERSIONS, ELEMENTWISE_OPS, QUANT_OPS
+from codegen.target import implied_vector_bytes
 
 from .errors import FusionDelegateError
 from .features import Cut, PartitionFeatures

@@ -153,7 +153,7 @@ def time_model(model: dict, data: bytes, threads: int, config: Config) -> ModelR
     result.times = interleaved(methods, config.rounds, config.batch_seconds, config.model_seconds)
     if config.openvino:
         # Rounds of their own: in the delegate's rounds OpenVINO's threads slowed the
-        # interpreter timed next to it at 2 threads (perf/README.md, "OpenVINO's own rounds").
+        # interpreter timed next to it at 2 threads (perf/README.md, "Another CPU").
         try:
             peer, result.openvino_rel_err = openvino_peer(data, plain, threads)
         except peers.Unsupported as reason:
@@ -418,10 +418,9 @@ OPENVINO_LEGEND = """\
 other settings its defaults), inputs set once, `infer()` per call, timed in rounds of its own
 beside the first LiteRT interpreter (OpenVINO's threads slowed whichever interpreter ran next to
 them); `ov_speedup` = LiteRT's time in those rounds / openvino_ms (above 1: OpenVINO is faster
-than LiteRT default; the
-delegate's own `speedup` sets it against the delegate); `ov_rel_err`: the largest max
-|openvino - litert| / max |litert| over the model's outputs, on the same inputs. `skipped`:
-what OpenVINO said when it could not read, compile or run the model."""
+than LiteRT default; the delegate's own `speedup` sets it against the delegate); `ov_rel_err`:
+the largest max |openvino - litert| / max |litert| over the model's outputs, on the same inputs.
+`skipped`: what OpenVINO said when it could not read, compile or run the model."""
 
 PARTITION_LEGEND = f"""\
 Every partition the delegate claims with `min_speedup=0`, timed in its neighbourhood: a model
