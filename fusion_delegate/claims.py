@@ -19,7 +19,7 @@ from codegen.quant_ops import BINARY_OPS, CONVERSIONS, ELEMENTWISE_OPS, QUANT_OP
 from codegen.quant_conv import depthwise_unsupported
 from codegen.quant_rows import ROW_OP_OUTPUTS, reduction_unsupported, row_op_unsupported
 from codegen.quant_support import quant_unsupported
-from codegen.target import numba_target
+from codegen.target import Target, numba_target
 from codegen.window import conv_output_shape
 
 from . import abi, runtime
@@ -216,6 +216,14 @@ def fixed(context: Context, tensor: TensorInfo) -> bool:
     return source.type_name.lower() == "float16" and source.is_constant
 
 
+def miscompiled_int8_channels(target: Target) -> int | None:
+    """The output channels of the int8 convolutions `target`'s kernels computed wrong: one
+    past a vector of int32 in AVX-512 code of half-width vectors; None elsewhere."""
+    if "avx512f" in target.features and target.vector_bytes < 64:
+        return target.lanes + 1
+    return None
+
+
 def quantized_stencil_reason(context: Context, node: NodeInfo,
                              activation: int) -> NotClaimed | None:
     """None if the int8 convolution is LiteRT's bit for bit: the filter's scales per tensor or
@@ -226,8 +234,7 @@ def quantized_stencil_reason(context: Context, node: NodeInfo,
     cause is not found yet."""
     data, weights, bias, out = (context.tensor(t) for t in (*node.inputs[:3], node.outputs[0]))
     target = numba_target()
-    lanes = target.vector_bytes // 4
-    if "avx512f" in target.features and target.vector_bytes < 64 and out.shape[3] == lanes + 1:
+    if out.shape[3] == miscompiled_int8_channels(target):
         return NotClaimed("int8 {} of {} channels not claimed for AVX-512 code in {}-byte "
                           "vectors: such a kernel gave wrong codes there", op_name(node),
                           out.shape[3], target.vector_bytes)

@@ -69,8 +69,8 @@ import numpy as np  # noqa: E402
 from ai_edge_litert.interpreter import Interpreter  # noqa: E402
 
 from codegen.ops import OPS  # noqa: E402
-from codegen.target import numba_target  # noqa: E402
 from codegen.quant_ops import XNNPACK_INT8  # noqa: E402
+from codegen.target import numba_target  # noqa: E402
 from fusion_delegate import FusionDelegate  # noqa: E402
 from fusion_delegate.features import (  # noqa: E402
     CostKey, NestTraffic, PartitionFeatures, broadcast_run)

@@ -13,6 +13,7 @@ from codegen.target import numba_target
 from codegen.window import conv_output_shape, window
 from conftest import AVX512, builtin_interpreter, run
 from fusion_delegate import FusionDelegate
+from fusion_delegate.claims import miscompiled_int8_channels
 from fusion_delegate.fusion import LAYOUT
 from fusion_delegate.model import ModelBuilder, Quantization
 
@@ -104,7 +105,7 @@ def test_the_int8_convolution_is_litert_bit_for_bit(cache_dir, rng, shape, kerne
     model = int8_conv_model(shape, kernel, **params)
     delegate, interpreter = fused(model, cache_dir)
     channels = shape[3] * params.get("multiplier", 1)
-    if half_width_avx512_refuses(channels):
+    if channels == miscompiled_int8_channels(numba_target()):
         assert "AVX-512 code in 32-byte vectors" in delegate.claims[0].reason
     else:
         assert delegate.claims[0].reason is None
@@ -194,13 +195,6 @@ def kernel_lines(model: bytes, cache_dir: str) -> list[str]:
     delegate, _ = fused(model, cache_dir)
     (ir, _), = delegate.main_graph.built.values()
     return [line.strip() for line in build(ir, LAYOUT, AVX512).source.splitlines()]
-
-
-def half_width_avx512_refuses(channels: int) -> bool:
-    """Whether claims refuse an int8 convolution of `channels` for this process's target."""
-    target = numba_target()
-    return ("avx512f" in target.features and target.vector_bytes < 64
-            and channels == target.vector_bytes // 4 + 1)
 
 
 @pytest.mark.parametrize("vector_bytes, channels, refused", [
