@@ -203,10 +203,17 @@ def _rsqrt(input: QParams, output: QParams) -> tuple[np.ndarray, np.ndarray]:
         if value == 0:
             out[k] = 127
             continue
-        inv_m, inv_s = fp.inv_sqrt_quantized_multiplier_exp(value)
-        data = _mbqm_int(1, inv_m, inv_s + 20)
-        out[k] = min(max(_mbqm_int(data, m, s - 20) + output.zero_point, -128), 127)
+        data = _mbqm_int(_inverse_sqrt_data(value), m, s - 20)
+        out[k] = min(max(data + output.zero_point, -128), 127)
     return out, input.codes() < input.zero_point
+
+
+@functools.lru_cache(maxsize=256)
+def _inverse_sqrt_data(value: int) -> int:
+    """MBQM(1, GetInvSqrtQuantizedMultiplierExp(value) + 20): the same for every RSQRT of a
+    model (value = q - zp is 1-255), and the Newton iterations take most of a table's time."""
+    inv_m, inv_s = fp.inv_sqrt_quantized_multiplier_exp(value)
+    return _mbqm_int(1, inv_m, inv_s + 20)
 
 
 def _sqrt(input: QParams, output: QParams) -> tuple[np.ndarray, np.ndarray]:

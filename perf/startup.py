@@ -82,17 +82,19 @@ def measure(model: Path) -> dict:
     return row
 
 
+def row_line(r: dict) -> str:
+    def cell(key):
+        value = r.get(key)
+        return "-" if value is None else f"{value:.3f} (+{value - r['litert']:.3f})"
+    second = "-" if r.get("second") is None else f"{r['second']:.4f}"
+    return (f"| {r['model']} | {r.get('kernels')} | {r['litert']:.3f} | {cell('cold')} "
+            f"| {cell('warm')} | {second} | {cell('shipped')} |")
+
+
 def markdown(rows: list[dict]) -> list[str]:
     lines = ["| model | kernels | LiteRT s | empty cache s (+LiteRT) | warm, new process s "
              "(+LiteRT) | 2nd interpreter s | read-only shipped cache s |",
-             "|---|---|---|---|---|---|---|"]
-    for r in rows:
-        def cell(key):
-            value = r.get(key)
-            return "-" if value is None else f"{value:.3f} (+{value - r['litert']:.3f})"
-        second = "-" if r.get("second") is None else f"{r['second']:.4f}"
-        lines.append(f"| {r['model']} | {r.get('kernels')} | {r['litert']:.3f} | {cell('cold')} "
-                     f"| {cell('warm')} | {second} | {cell('shipped')} |")
+             "|---|---|---|---|---|---|---|", *map(row_line, rows)]
     extra = [r["cold"] - r["litert"] for r in rows if r.get("cold") is not None]
     if extra:
         geomean = math.exp(sum(math.log(max(e, 1e-3)) for e in extra) / len(extra))
@@ -112,7 +114,7 @@ def main(argv: list[str] | None = None) -> int:
     rows = []
     for model in models:
         rows.append(measure(model))
-        print(markdown(rows[-1:])[-1], flush=True)
+        print(row_line(rows[-1]), flush=True)
     stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     args.out.write_text("\n".join([f"# Start-up times ({stamp})", "",
                                    f"`python perf/startup.py --models {' '.join(args.models)}`, "

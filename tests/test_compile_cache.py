@@ -197,6 +197,45 @@ def test_kernels_compile_interleaved_and_other_numba_code_does_not():
     assert multiplies() == before
 
 
+def test_kernels_compile_with_shallow_scope_copies_and_numba_is_left_as_found(rng):
+    """While a kernel compiles, a copy of a numba scope shares its variables (the inliner's
+    per-block copies are then linear, not quadratic) but not its maps: the copy's new
+    variables are not the original's. Inlined code computes the same, asm and values, and
+    numba's Scope has its own deepcopy again afterwards."""
+    import copy
+
+    import numba
+    from numba.core import ir
+
+    from codegen.compile import _scopes_copied_shallow
+    from codegen.scalar import hard_swish
+
+    def chain(x, out):
+        for i in range(x.size):
+            out[i] = hard_swish(hard_swish(x[i]) * x[i])
+
+    def compiled():
+        kernel = numba.njit("void(float32[::1], float32[::1])")(chain)
+        return kernel, next(iter(kernel.inspect_asm().values()))
+
+    x = (rng.standard_normal(1000) * 4).astype(np.float32)
+    plain, plain_asm = compiled()
+    scope = ir.Scope(None, ir.Loc("f.py", 1))
+    variable = scope.define("v", ir.Loc("f.py", 2))
+    with _scopes_copied_shallow():
+        shallow, shallow_asm = compiled()
+        copied = copy.deepcopy(scope)
+        copied.redefine("v", ir.Loc("f.py", 3))
+    assert copied is not scope and copied.localvars.get("v") is variable
+    assert scope.get("v") is variable and "v.1" not in scope.localvars._con
+    assert "__deepcopy__" not in vars(ir.Scope)
+    assert shallow_asm.count("\n") == plain_asm.count("\n")
+    outputs = [np.empty_like(x), np.empty_like(x)]
+    plain(x, outputs[0])
+    shallow(x, outputs[1])
+    assert outputs[0].tobytes() == outputs[1].tobytes()
+
+
 SHIPPED = """
 import json, sys
 sys.path[:0] = [{root!r}]
