@@ -15,6 +15,7 @@ import copy
 import functools
 import hashlib
 import importlib.util
+import io
 import logging
 import os
 import sys
@@ -27,6 +28,7 @@ from typing import Iterator
 
 import llvmlite
 import numba
+import numpy as np
 from numba.core import caching, ir, ir_utils
 from numba.core.compiler import CompilerBase, DefaultPassBuilder
 from numba.core.compiler_lock import global_compiler_lock
@@ -156,6 +158,32 @@ class KernelCache:
             kernel = self._load(name, source, key)
             self._kernels[key] = kernel
             return kernel
+
+    def run_kept(self, name: str, source: str, codes: np.ndarray, out: np.ndarray) -> None:
+        """Fill `out` with the kernel's loop run on `codes` (an island's table, codegen.islands),
+        kept on disk beside the kernel: a warm start reads the table and loads no kernel."""
+        key = cache_key(source)
+        digest = hashlib.sha256(codes.tobytes() + str(codes.dtype).encode()).hexdigest()[:12]
+        file_name = f"{name}_{key}.{digest}.npy"
+        directory, shipped = self._directories()
+        for folder in filter(None, (directory, shipped)):
+            path = folder / file_name
+            if not path.is_file() or _foreign(path):
+                continue
+            try:
+                kept = np.load(path, allow_pickle=False)
+            except (OSError, ValueError):
+                continue                          # damaged: run the kernel, write it again
+            if kept.dtype == out.dtype and kept.shape == out.shape:
+                out[...] = kept
+                return
+        self.get(name, source).loop(codes, out)
+        buffer = io.BytesIO()
+        np.save(buffer, out, allow_pickle=False)
+        try:
+            write_atomic(directory / file_name, buffer.getvalue())
+        except OSError as error:                   # full or read-only: next time runs it again
+            log.debug("table %s not kept: %s", file_name, error)
 
     def uncompiled(self, kernels: list[tuple[str, str]]) -> list[Path]:
         """The module files of those (name, source) kernels that are neither in memory nor on
@@ -314,12 +342,12 @@ def _holds(path: Path, source: str) -> bool:
         return False
 
 
-def write_atomic(path: Path, text: str) -> None:
+def write_atomic(path: Path, text: str | bytes) -> None:
     """Write `text` to `path` whole or not at all: a reader in another process never sees a
     half-written file."""
     fd, temp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.stem}.", suffix=".tmp")
     try:
-        with os.fdopen(fd, "w") as handle:
+        with os.fdopen(fd, "wb" if isinstance(text, bytes) else "w") as handle:
             handle.write(text)
         os.replace(temp, path)
     except BaseException:

@@ -83,9 +83,9 @@ def _key(ir: KernelIR, layout: TensorTableLayout, target: Target) -> bytes | Non
 
 def _build(ir: KernelIR, layout: TensorTableLayout, target: Target, cache: KernelCache) -> Built:
     def evaluate(island: KernelIR, codes: np.ndarray) -> np.ndarray:
-        kernel = cache.get(island.name, render_kernel(island, plan(island, target), layout))
         out = np.empty(codes.shape, island.value(island.outputs[0]).quant.numpy_dtype)
-        kernel.loop(codes, out)
+        cache.run_kept(island.name, render_kernel(island, plan(island, target), layout), codes,
+                       out)
         return out
 
     ir = lowered(ir)

@@ -172,6 +172,40 @@ def test_kernels_compiled_in_one_process_keep_short_block_labels():
     assert digits[-1] <= digits[0] + 1, digits
 
 
+def test_a_kernels_table_is_kept_and_read_back_without_loading_the_kernel(tmp_path, monkeypatch):
+    """An island's table (codegen.islands) is kept beside its kernel: a new process reads it
+    and loads no kernel; a damaged file or one others could have written is computed again."""
+    from codegen.ir import KernelIR, Op, Value
+    from conftest import kernel_source
+    from fusion_delegate.fusion import LAYOUT
+    ir = KernelIR((Value(0, (256,)), Value(1, (256,))), (Op(0, "TANH", (0,), 1),),
+                  inputs=(0,), outputs=(1,))
+    source = kernel_source(ir, LAYOUT)
+    codes = np.linspace(-4, 4, 256, dtype=np.float32)
+    first = np.empty(256, np.float32)
+    KernelCache(tmp_path).run_kept(ir.name, source, codes, first)
+    assert np.allclose(first, np.tanh(codes), rtol=1e-6, atol=0)
+    (kept,) = tmp_path.glob("*.npy")
+
+    def no_kernel(self, name, source):
+        raise AssertionError("the kept table should have been read")
+    again = np.empty(256, np.float32)
+    with monkeypatch.context() as patch:
+        patch.setattr(KernelCache, "get", no_kernel)
+        KernelCache(tmp_path).run_kept(ir.name, source, codes, again)
+    assert again.tobytes() == first.tobytes()
+
+    for damage in ("truncate", "others can write"):
+        if damage == "truncate":
+            kept.write_bytes(kept.read_bytes()[:40])
+        else:
+            np.save(kept, np.zeros(256, np.float32))
+            kept.chmod(0o666)
+        recomputed = np.empty(256, np.float32)
+        KernelCache(tmp_path).run_kept(ir.name, source, codes, recomputed)
+        assert recomputed.tobytes() == first.tobytes(), damage
+
+
 def test_kernels_compile_interleaved_and_other_numba_code_does_not():
     """LLVM's small-loop cost is raised only while a kernel compiles: a chain of ops compiled
     inside has more multiplies (interleaved vectors), and numba code compiled after it as
