@@ -24,7 +24,7 @@ import threading
 import time
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Iterator
+from typing import TYPE_CHECKING, Iterator
 
 import llvmlite
 import numba
@@ -34,6 +34,9 @@ from numba.core.compiler import CompilerBase, DefaultPassBuilder
 from numba.core.compiler_lock import global_compiler_lock
 
 from .target import numba_target
+
+if TYPE_CHECKING:
+    from .kernel_data import KernelData
 
 log = logging.getLogger("fusion_delegate.compile")
 #: numba's locator of caches beside a module's file and its list of locators (private names
@@ -159,11 +162,14 @@ class KernelCache:
             self._kernels[key] = kernel
             return kernel
 
-    def run_kept(self, name: str, source: str, codes: np.ndarray, out: np.ndarray) -> None:
-        """Fill `out` with the kernel's loop run on `codes` (an island's table, codegen.islands),
-        kept on disk beside the kernel: a warm start reads the table and loads no kernel."""
+    def run_kept(self, name: str, source: str, data: KernelData, codes: np.ndarray,
+                 out: np.ndarray) -> None:
+        """Fill `out` with the kernel's loop run on `codes` with `data` (an island's table,
+        codegen.islands), kept on disk beside the kernel: a warm start reads the table and
+        loads no kernel."""
         key = cache_key(source)
-        digest = hashlib.sha256(codes.tobytes() + str(codes.dtype).encode()).hexdigest()[:12]
+        digest = hashlib.sha256(codes.tobytes() + str(codes.dtype).encode()
+                                + data.block).hexdigest()[:12]
         file_name = f"{name}_{key}.{digest}.npy"
         directory, shipped = self._directories()
         for folder in filter(None, (directory, shipped)):
@@ -177,7 +183,7 @@ class KernelCache:
             if kept.dtype == out.dtype and kept.shape == out.shape:
                 out[...] = kept
                 return
-        self.get(name, source).loop(codes, out)
+        self.get(name, source).loop(codes, out, *data.views())
         buffer = io.BytesIO()
         np.save(buffer, out, allow_pickle=False)
         try:

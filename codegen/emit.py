@@ -5,18 +5,17 @@ An emitter writes what the schedule says and decides nothing: codegen.schedule c
 threads, tiles, buffers and checks."""
 from __future__ import annotations
 
-import inspect
 import math
 import textwrap
 from dataclasses import dataclass
 
 from .fastpath import FastPath
 from .ir import KernelIR, Op, Value
+from .kernel_data import qcall_arguments, table_name
 from .literals import literal
 from .names import RESERVED, fresh_name
 from .nests import (ElementwiseNest, Nest, RowBlockNest, RowsNest, Schedule, StencilNest,
                     TableNest, UnrolledRowsNest)
-from .qcall import QCALL_HELPERS
 from .writer import INDENT, LINE_LIMIT, assignment, wrap_call
 
 
@@ -489,12 +488,8 @@ def op_expression(ir: KernelIR, names: dict[int, str], op: Op, args: list[str],
     if op.op == "ROW_LUT":            # the code's offset from its row's: table[q - m + 255]
         return f"{table_name(kernel or names, op)}[{args[0]} - {args[1]} + 255]"
     if op.op == "QCALL":              # constants by name: add_block(a, b, input1_offset=-3, ...)
-        call = params["call"]
-        keywords = ([] if call.startswith("np.") else
-                    list(inspect.signature(QCALL_HELPERS[call]).parameters)[len(args):])
-        constants = [f"{key}={literal(c) if isinstance(c, float) else c}"
-                     for key, c in zip(keywords, params["args"], strict=True)]
-        return f"{call}({', '.join([*args, *constants])})"
+        constants = [f"{key}={c}" for key, c in qcall_arguments(ir, op)]
+        return f"{params['call']}({', '.join([*args, *constants])})"
     return op.spec.render(args, params, fast, ir.precision)
 
 
@@ -507,5 +502,3 @@ def value_literal(value: Value) -> str:
 DTYPE_MIN = {"int8": -128, "uint8": 0}
 
 
-def table_name(names: dict[int, str], op: Op) -> str:
-    return f"{names[op.output].upper()}_TABLE"

@@ -89,6 +89,9 @@ class KernelIR:
     node_inputs: tuple[int, ...] = ()
     threads: int = 1                  # the outer loop may be split over this many threads
     precision: str = "exact"          # codegen.ops.PRECISIONS: which math the ops render
+    #: Where the kernel reads its fixed-point constants: "text", or "data" (codegen.kernel_data)
+    #: for a kernel run once on 256 codes (an island's), whose speed does not matter.
+    constants: str = "text"
     _by_tensor: dict = field(default=None, compare=False, hash=False, repr=False)
 
     def __post_init__(self) -> None:

@@ -65,7 +65,7 @@ def island_ir(ir: KernelIR, island: Island) -> KernelIR:
     values = tuple(replace(v, shape=(256,)) if v.tensor in members else v
                    for v in ir.values if v.tensor in reads)
     return replace(ir, values=values, ops=island.ops, inputs=(island.source,),
-                   outputs=(island.output,), threads=1)
+                   outputs=(island.output,), threads=1, constants="data")
 
 
 def tabulate(ir: KernelIR, evaluate: Callable[[KernelIR, np.ndarray], np.ndarray]) -> KernelIR:

@@ -23,9 +23,11 @@ from .chains import approximate_chains
 from .compile import CompileError, KernelCache
 from .composites import expand
 from .ir import IRError, KernelIR
+from .kernel_data import kernel_data
 from .lower import lower
-from .render import TensorTableLayout, render_kernel
+from .render import TensorTableLayout, legend, render_kernel
 from .schedule import Schedule, plan
+from .shared import shared_kernel
 from .target import Target, numba_target
 
 
@@ -35,14 +37,16 @@ class NotBuildable(ValueError):
 
 @dataclass(frozen=True)
 class Built:
-    """A partition's kernel before compilation: the IR it computes, its loop nests, its source."""
+    """A partition's kernel before compilation: the IR it computes, its loop nests, its source
+    (its function `name`, the partition's where the source is shared by a kind of partition,
+    codegen.shared), and the data its entry point reads from the kernel's slot (its tables,
+    codegen.kernel_data)."""
     ir: KernelIR
     schedule: Schedule
+    name: str
     source: str
-
-    @property
-    def name(self) -> str:
-        return self.ir.name
+    legend: str                     # how to read the source for this partition
+    data: bytes = b""
 
 
 def lowered(ir: KernelIR) -> KernelIR:
@@ -64,11 +68,12 @@ def build(ir: KernelIR, layout: TensorTableLayout, target: Target | None = None,
     target = target or numba_target()
     key = _key(ir, layout, target)
     if key is None:
-        return _build(ir, layout, target, cache or _scratch_cache())
+        return _build(lowered(ir), layout, target, cache or _scratch_cache())
     if key not in _BUILT:
         while len(_BUILT) >= BUILT_KEPT:
             del _BUILT[next(iter(_BUILT))]
-        _BUILT[key] = _build(ir, layout, target, cache or _scratch_cache())
+        low = _LOWERED.pop(key, None) or lowered(ir)
+        _BUILT[key] = _build(low, layout, target, cache or _scratch_cache())
     return _BUILT[key]
 
 
@@ -81,18 +86,45 @@ def _key(ir: KernelIR, layout: TensorTableLayout, target: Target) -> bytes | Non
         return None
 
 
+def island_kernels(ir: KernelIR, layout: TensorTableLayout,
+                   target: Target | None = None) -> list[tuple[str, str]]:
+    """The (name, source) of the kernels `build` runs to tabulate the islands of `ir`
+    (codegen.islands), for a caller to compile ahead, side by side, before the builds run
+    them one at a time."""
+    target = target or numba_target()
+    key = _key(ir, layout, target)
+    if key in _BUILT:
+        return []
+    try:
+        ir = lowered(ir)
+        if key is not None:             # for the build that follows
+            while len(_LOWERED) >= BUILT_KEPT:
+                del _LOWERED[next(iter(_LOWERED))]
+            _LOWERED[key] = ir
+        return [(island.name, render_kernel(island, plan(island, target), layout))
+                for island in (islands.island_ir(ir, found) for found in islands.islands(ir))]
+    except (NotBuildable, IRError):
+        return []                       # the build says why
+
+
 def _build(ir: KernelIR, layout: TensorTableLayout, target: Target, cache: KernelCache) -> Built:
+    """The kernel of the lowered `ir`."""
     def evaluate(island: KernelIR, codes: np.ndarray) -> np.ndarray:
         out = np.empty(codes.shape, island.value(island.outputs[0]).quant.numpy_dtype)
-        cache.run_kept(island.name, render_kernel(island, plan(island, target), layout), codes,
-                       out)
+        schedule = plan(island, target)
+        cache.run_kept(island.name, render_kernel(island, schedule, layout),
+                       kernel_data(island, schedule), codes, out)
         return out
 
-    ir = lowered(ir)
     try:
         ir = islands.tabulate(ir, evaluate)
         schedule = plan(ir, target)
-        return Built(ir, schedule, render_kernel(ir, schedule, layout))
+        shared = shared_kernel(ir, schedule, layout)
+        if shared is not None:
+            return Built(ir, schedule, shared.name, shared.source, shared.legend, shared.data)
+        data = kernel_data(ir, schedule)
+        return Built(ir, schedule, ir.name, render_kernel(ir, schedule, layout),
+                     "\n".join([legend(ir), *data.legend()]), data.block)
     except (IRError, CompileError) as error:
         raise NotBuildable(str(error)) from error
 
@@ -100,6 +132,8 @@ def _build(ir: KernelIR, layout: TensorTableLayout, target: Target, cache: Kerne
 #: Builds kept for the process, oldest dropped first.
 BUILT_KEPT = 1024
 _BUILT: dict[bytes, Built] = {}
+#: IRs island_kernels lowered, by build key, until their build.
+_LOWERED: dict[bytes, KernelIR] = {}
 
 
 @functools.cache

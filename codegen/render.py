@@ -5,8 +5,9 @@ Plain functions from data to text, keeping no state: the same IR gives the same 
 The generated module holds two functions: the kernel (`@njit`, over flat numpy arrays), one
 commented block per loop nest (written by codegen.emit and codegen.emit_rows, one emitter per
 kind of nest), and its native entry point (`@cfunc`), which reads the tensor addresses from the
-TfLiteContext on every call, at offsets the caller passes in. This module assembles them: the
-header, imports, constants and tables, the fast and exact loops, the entry point.
+TfLiteContext on every call, at offsets the caller passes in, and the arrays of the partition's
+data (its tables, codegen.kernel_data) from the kernel's slot. This module assembles them: the
+header, imports and constants, the fast and exact loops, the entry point.
 """
 from __future__ import annotations
 
@@ -16,16 +17,13 @@ import re
 import textwrap
 from dataclasses import dataclass
 
-import numpy as np
-
 from .emit import (NestNames, allocations, elementwise_nest, nest_names, op_title,
-                   row_block_nest, table_name, table_nest, unrolled_rows_nest)
+                   row_block_nest, table_nest, unrolled_rows_nest)
 from .emit_rows import rows_nest
 from .emit_stencil import requantize_names, stencil_nest
 from .fastpath import FastPath
 from .ir import KernelIR, Value, verify
-from .literals import float32_text
-from .lut import byte_table
+from .kernel_data import KernelData, kernel_data
 from .names import KERNEL_HELPERS, identifiers
 from .native import ARGUMENT_EXACT, ARGUMENT_MISSES, ARGUMENT_NEST, POINTERS, POOL_WORDS
 from .nests import (ElementwiseNest, RowBlockNest, RowsNest, Schedule, StencilNest, TableNest,
@@ -45,6 +43,7 @@ class TensorTableLayout:
     node_outputs_offset: int
     node_user_data_offset: int      # the kernel's slot ...
     slot_pool_offset: int           # ... and in it, the pool block (codegen.native.run_nests)
+    slot_data_offset: int           # ... and the partition's data (codegen.kernel_data)
 
 
 #: Params the header leaves out of an op's line: a LUT's table, the nodes it computes (in its
@@ -80,27 +79,36 @@ def header(ir: KernelIR, names: dict[int, str], schedule: Schedule) -> list[str]
     return lines
 
 
-def legend(ir: KernelIR) -> str:
-    """Which model nodes a partition's kernel computes, and which tensors it reads and writes
-    by the kernel's names for them (one comment line): how to read its shared source for that
-    partition."""
-    names = identifiers(ir)
+def legend(ir: KernelIR, names: dict[int, str] | None = None) -> str:
+    """Which model nodes a partition's kernel computes, which tensors it reads and writes by
+    the kernel's `names` for them, and the quantization of its 8-bit values (comment lines):
+    how to read its shared source for that partition."""
+    names = names or identifiers(ir)
     nodes = ", ".join(str(n) for n in sorted({node for op in ir.ops for node, _ in op.sources}))
     tensors = ", ".join(f"{names[t]} = t{t}" for t in dict.fromkeys((*ir.inputs, *ir.outputs)))
-    return f"# nodes {nodes}; tensors {tensors}"
+    scales = [f"{names[v.tensor]} = {quantization(v)}" for v in ir.values
+              if v.quantized and v.dtype != "int32" and v.tensor in names]
+    lines = [f"# nodes {nodes}; tensors {tensors}"]
+    if scales:
+        lines += ["# " + line for line in textwrap.wrap("quantization: " + ", ".join(scales),
+                                                        LINE_LIMIT - 2)]
+    return "\n".join(lines)
 
 
 def describe(value: Value) -> str:
-    """`[1, 8]`, or with its dtype and quantization: `int8[1, 8] 0.0235 * (q - 3)`, or
-    `int32[8]` for a value of the kernel's own."""
-    if value.dtype == "int32":
-        return f"int32{list(value.shape)}"
-    if not value.quantized:
-        return str(list(value.shape))
+    """`[1, 8]`, or with its dtype: `int8[1, 8]` (its quantization is the partition's, in
+    its legend), `int32[8]` for a value of the kernel's own."""
+    if value.dtype == "int32" or value.quantized:
+        return f"{value.dtype}{list(value.shape)}"
+    return str(list(value.shape))
+
+
+def quantization(value: Value) -> str:
+    """The real value of an 8-bit value's code q: `0.0235 * (q - 3)`."""
     q = value.quant
     offset = f" - {q.zero_point}" if q.zero_point > 0 else f" + {-q.zero_point}" \
         if q.zero_point < 0 else ""
-    return f"{value.dtype}{list(value.shape)} {q.scale:.6g} * (q{offset})"
+    return f"{q.scale:.6g} * (q{offset})"
 
 
 def render_kernel(ir: KernelIR, schedule: Schedule, layout: TensorTableLayout) -> str:
@@ -118,8 +126,9 @@ def render_kernel(ir: KernelIR, schedule: Schedule, layout: TensorTableLayout) -
     streamed = [t for nest in schedule.nests if nest.elements
                 and isinstance(nest, ElementwiseNest) for t in nest.streamed]
     setup = allocations(ir, names, schedule, local)
-    arrays = list(dict.fromkeys([*(names[t] for t in memory),
-                                 *(line.split(" = ")[0] for line in setup)]))
+    data = kernel_data(ir, schedule)
+    arguments = [*(names[t] for t in memory), *(a.name for a in data.arrays)]
+    arrays = list(dict.fromkeys([*arguments, *(line.split(" = ")[0] for line in setup)]))
     nests: list[str] = []
     first: list[str] = []
     pooled: list[str] = []
@@ -129,7 +138,7 @@ def render_kernel(ir: KernelIR, schedule: Schedule, layout: TensorTableLayout) -
         nests = nests_function(f"{ir.name}_nests", arrays, body, bool(fast), bool(streamed),
                                parts > 1)
         if parts > 1:
-            specs = array_specs(ir, names, memory, setup)
+            specs = array_specs(ir, names, memory, data, setup)
             nests += part_task(ir.name, arrays, specs, parts, fast, bool(streamed))
             setup += part_arguments(ir.name, arrays, parts)
             pooled = nest_parts(ir.name, schedule)
@@ -151,20 +160,21 @@ def render_kernel(ir: KernelIR, schedule: Schedule, layout: TensorTableLayout) -
     lines = setup + lines
     pool = ["pool"] if parts > 1 else []
     signature = "void(" + ", ".join([*(f"{ir.value(t).dtype}[::1]" for t in memory),
+                                     *(f"{a.dtype}[::1]" for a in data.arrays),
                                      *(["int64[::1]"] if pool else [])]) + ")"
     kernel = [f"@njit('{signature}',",
               "      error_model='numpy', nogil=True, cache=True, "
               "pipeline_class=NoAliasCompiler)",
-              *wrap_call(f"def {ir.name}(", [*(names[t] for t in memory), *pool], "):"),
+              *wrap_call(f"def {ir.name}(", [*arguments, *pool], "):"),
               *(INDENT + line for line in lines)]
-    table_lines = tables(ir, names, schedule)
+    table_lines = tables(ir, names)
     constants = module_constants([*lines, *nests, *table_lines]) + pooled
-    dtypes = {ir.value(t).dtype for t in memory} | (
+    dtypes = {ir.value(t).dtype for t in memory} | {a.dtype for a in data.arrays} | (
         {dtype for dtype, _ in specs.values()} | {"int64"} if parts > 1 else set())
     lines = header(ir, names, schedule) + [
         "", *module_imports([*lines, *nests, *constants, *table_lines], dtypes),
         *(["", *constants] if constants else []), *table_lines, "", *nests, *kernel, "", "",
-        *entry_point(ir, names, memory, layout, parts > 1), ""]
+        *entry_point(ir, names, memory, data, layout, parts > 1), ""]
     return "\n".join(lines)
 
 
@@ -173,10 +183,11 @@ def render_kernel(ir: KernelIR, schedule: Schedule, layout: TensorTableLayout) -
 ALLOCATION = re.compile(r"(\w+) = (?:np\.empty|np\.full|stack_empty)\((\d+), (?:.*, )?np\.(\w+)\)")
 
 
-def array_specs(ir: KernelIR, names: dict[int, str], memory: list[int],
+def array_specs(ir: KernelIR, names: dict[int, str], memory: list[int], data: KernelData,
                 setup: list[str]) -> dict[str, tuple[str, int]]:
     """Each array the kernel passes its nests: dtype and length."""
     specs = {names[t]: (ir.value(t).dtype, math.prod(ir.value(t).shape)) for t in memory}
+    specs.update((a.name, (a.dtype, a.length)) for a in data.arrays)
     for line in setup:
         allocated = ALLOCATION.fullmatch(line)
         if allocated:
@@ -321,13 +332,10 @@ def fast_comment(fast: FastPath, depth: int = 1) -> list[str]:
     return ["# " + line for line in textwrap.wrap(text, LINE_LIMIT - 2 - len(INDENT) * depth)]
 
 
-def tables(ir: KernelIR, names: dict[int, str], schedule: Schedule) -> list[str]:
-    """The module constants of the kernel's LUT ops (numba compiles them in as constants):
-    indexed by q - qmin, or in table nests by the element's raw byte (codegen.lut); and the
-    per-channel multipliers and shifts of its int8 convolutions (codegen.emit_stencil)."""
-    by_byte = {t for nest in schedule.nests
-               for t in ((nest.op.output,) if isinstance(nest, TableNest)
-                         else nest.lookups if isinstance(nest, ElementwiseNest) else ())}
+def tables(ir: KernelIR, names: dict[int, str]) -> list[str]:
+    """The module constants of the per-channel multipliers and shifts of the kernel's int8
+    convolutions (codegen.emit_stencil; numba compiles them in as constants). Lookup tables
+    are the partition's data (codegen.kernel_data)."""
     lines = []
     for op in ir.ops:
         requantize = dict(op.params).get("requantize") if op.stencil else None
@@ -336,15 +344,6 @@ def tables(ir: KernelIR, names: dict[int, str], schedule: Schedule) -> list[str]
                                      (requantize.multipliers, requantize.shifts)):
                 lines += ["", *wrap_call(f"{name} = np.array([", list(map(str, entries)),
                                          "], np.int32)")]
-        if op.op not in ("LUT", "ROW_LUT"):
-            continue
-        dtype = ir.value(op.output).dtype
-        table = np.array(dict(op.params)["table"], dtype)
-        if op.output in by_byte:
-            table = byte_table(table, ir.value(op.inputs[0]).dtype)
-        entries = [float32_text(v) if dtype == "float32" else str(v) for v in table.tolist()]
-        lines += ["", *wrap_call(f"{table_name(names, op)} = np.array([", entries,
-                                 f"], np.{table.dtype})")]
     return lines
 
 
@@ -378,11 +377,12 @@ def module_constants(lines: list[str]) -> list[str]:
     return [f"{name} = {value}" for name, value in CONSTANTS.items() if name in used]
 
 
-def entry_point(ir: KernelIR, names: dict[int, str], memory: list[int],
+def entry_point(ir: KernelIR, names: dict[int, str], memory: list[int], data: KernelData,
                 layout: TensorTableLayout, pooled: bool = False) -> list[str]:
     """The native invoke: each tensor's address is read from the context on every call, at the
-    tensor id the node lists in its position (a TfLiteIntArray: its size, then the ids);
-    `pooled`, the pool block from the node's slot too (codegen.native.run_nests)."""
+    tensor id the node lists in its position (a TfLiteIntArray: its size, then the ids); the
+    arrays of the partition's data where the node's slot says (codegen.kernel_data);
+    `pooled`, the pool block from the slot too (codegen.native.run_nests)."""
     lines = ["@cfunc('int32(int64, int64)', cache=True)",
              f"def {ir.name}_invoke(context, node):",
              f"{INDENT}tensors = load_i64(context + {layout.context_tensors_offset})"]
@@ -399,11 +399,19 @@ def entry_point(ir: KernelIR, names: dict[int, str], memory: list[int],
             names[t],
             f"carray({pointer}(load_i64({tensor} + {layout.tensor_data_offset})), ({elements},))",
             LINE_LIMIT - len(INDENT))]
+    if data.arrays:
+        lines += [f"{INDENT}# The partition's tables and constants (codegen.kernel_data).",
+                  f"{INDENT}data = load_i64(load_i64(node + {layout.node_user_data_offset}) + "
+                  f"{layout.slot_data_offset})"]
+        lines += [INDENT + line for a in data.arrays for line in assignment(
+            a.name, f"carray({POINTERS[a.dtype]}(data + {a.offset}), ({a.length},))",
+            LINE_LIMIT - len(INDENT))]
     if pooled:
         lines.append(f"{INDENT}pool = carray(int64_pointer(load_i64(node + "
                      f"{layout.node_user_data_offset}) + {layout.slot_pool_offset}), "
                      f"({POOL_WORDS},))")
     lines += [*wrap_call(f"{ir.name}(", [*(names[t] for t in memory),
+                                         *(a.name for a in data.arrays),
                                          *(["pool"] if pooled else [])], ")", INDENT),
               f"{INDENT}return 0"]
     return lines

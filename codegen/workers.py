@@ -1,17 +1,21 @@
-"""Compile kernels in worker processes, one per core: numba compiles under a process-wide lock.
+"""Compile kernels in this process and in workers beside it: numba compiles one at a time.
 
-Each worker is a fresh interpreter (`python -m codegen.workers FILE...`, never multiprocessing,
-which would import the user's main module again) that imports the kernel modules it is given:
-their decorators compile them into numba's cache beside the files. The caller then loads them
-from disk. Anything that goes wrong here (no worker starts, one dies or hangs) only means the
-caller compiles those kernels itself, as it would have without workers.
+Each worker is a fresh interpreter (`python -m codegen.workers CLAIMS FILE...`, never
+multiprocessing, which would import the user's main module again) that imports the kernel
+modules it is given: their decorators compile them into numba's cache beside the files. The
+caller compiles too, from the other end of the list, while the workers start (about a second
+each): whoever creates a module's claim file first (in the CLAIMS directory) compiles it. The
+caller then loads them from disk. Anything that goes wrong here (no worker starts, one dies or
+hangs) only means the caller compiles those kernels itself, as it would have without workers.
 """
 from __future__ import annotations
 
 import logging
 import os
+import shutil
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -19,15 +23,16 @@ from .compile import KernelCache, _import
 
 log = logging.getLogger("fusion_delegate.compile")
 
-#: Fewer kernels than this compile in the caller: a worker takes about a second to start.
+#: Fewer kernels than this compile in the caller alone: a worker takes about a second to start.
 MIN_KERNELS = 3
 TIMEOUT_SECONDS = 900
 
 
 def compile_ahead(cache: KernelCache, kernels: list[tuple[str, str]],
                   workers: int | None = None) -> int:
-    """Compile the (name, source) kernels `cache` lacks in up to `workers` processes (default:
-    one per core), if there are MIN_KERNELS of them, and return how many it lacked."""
+    """Compile the (name, source) kernels `cache` lacks in this process and up to `workers`
+    - 1 others (default: one per core), if there are MIN_KERNELS of them, and return how many
+    it lacked."""
     paths = cache.uncompiled(kernels)
     workers = min(workers or os.cpu_count() or 1, len(paths))
     if len(paths) < MIN_KERNELS or workers < 2:
@@ -36,12 +41,14 @@ def compile_ahead(cache: KernelCache, kernels: list[tuple[str, str]],
     root = str(Path(__file__).resolve().parent.parent)
     env = {**os.environ,
            "PYTHONPATH": os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH")]))}
+    claims = tempfile.mkdtemp(prefix="fusion_delegate_claims_")
     processes: list[subprocess.Popen] = []
     try:
-        for group in (paths[k::workers] for k in range(workers)):
+        for _ in range(workers - 1):
             processes.append(subprocess.Popen(
-                [sys.executable, "-m", "codegen.workers", *map(str, group)], env=env,
+                [sys.executable, "-m", "codegen.workers", claims, *map(str, paths)], env=env,
                 stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+        compile_claimed(claims, paths[::-1])
         for process in processes:
             process.wait(timeout=max(1.0, TIMEOUT_SECONDS - (time.perf_counter() - start)))
     except (OSError, subprocess.SubprocessError) as error:
@@ -51,20 +58,29 @@ def compile_ahead(cache: KernelCache, kernels: list[tuple[str, str]],
             if process.poll() is None:
                 process.kill()
                 process.wait()
-    log.info("%d kernels compiled in %d worker processes in %.1f s", len(paths), workers,
-             time.perf_counter() - start)
+        shutil.rmtree(claims, ignore_errors=True)
+    log.info("%d kernels compiled in %.1f s, here and in %d worker process%s", len(paths),
+             time.perf_counter() - start, workers - 1, "es" if workers > 2 else "")
     return len(paths)
 
 
-def main(paths: list[str]) -> int:
+def compile_claimed(claims: str, paths: list[Path]) -> int:
+    """Compile, in order, the kernel modules no other process has claimed in `claims`; the
+    number that failed (their error is reported where the kernel is loaded)."""
     failed = 0
     for path in paths:
         try:
-            _import(Path(path))
+            os.close(os.open(os.path.join(claims, path.name), os.O_CREAT | os.O_EXCL))
+        except FileExistsError:
+            continue
+        except OSError:
+            return failed           # the claims are gone: the caller is done with them
+        try:
+            _import(path)
         except Exception:  # noqa: BLE001 - the caller compiles it again and reports the error
             failed += 1
-    return 1 if failed else 0
+    return failed
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+    sys.exit(1 if compile_claimed(sys.argv[1], [Path(p) for p in sys.argv[2:]]) else 0)

@@ -16,10 +16,12 @@ import sys
 import time
 from dataclasses import dataclass, replace
 
+import numpy as np
+
 from codegen.compile import DEFAULT_DIR, CompileError, Kernel, KernelCache
 from codegen.ir import KernelIR, Op, Value, broadcast_shapes, reduced_shape
 from codegen.ops import REDUCTIONS, STENCILS
-from codegen.pipeline import Built, NotBuildable, build
+from codegen.pipeline import Built, NotBuildable, build, island_kernels
 from codegen.quant_conv import sum_bound
 from codegen.render import TensorTableLayout
 from codegen.target import numba_target, vector_shortfall
@@ -46,7 +48,8 @@ LAYOUT = TensorTableLayout(context_tensors_offset=abi.CONTEXT_TENSORS_OFFSET,
                            node_inputs_offset=abi.NODE_INPUTS_OFFSET,
                            node_outputs_offset=abi.NODE_OUTPUTS_OFFSET,
                            node_user_data_offset=abi.NODE_USER_DATA_OFFSET,
-                           slot_pool_offset=native.SLOT_POOL_OFFSET)
+                           slot_pool_offset=native.SLOT_POOL_OFFSET,
+                           slot_data_offset=native.SLOT_DATA_OFFSET)
 
 _CACHES: dict[str, KernelCache] = {}
 #: Why the interpreter's pool could not be used, each logged once per process.
@@ -102,6 +105,7 @@ class PreparedKernel:
     partition: int
     ir: KernelIR
     kernel: Kernel
+    legend: str                     # how to read the kernel's source for this partition
 
 
 class FusionDelegate(SimpleDelegate):
@@ -163,8 +167,10 @@ class FusionDelegate(SimpleDelegate):
         start = time.perf_counter()
         graph, refused = self.graph, {}
         plan = plan_nodes(context)
+        irs = {p.nodes: self.candidate_ir(context, p) for p in partitions}
+        compiled = compile_ahead(self.cache, tables_kernels(irs.values()))
         for partition in largest_first(partitions):
-            candidate = self.build_candidate(context, partition)
+            candidate = self.build_candidate(partition, irs[partition.nodes])
             if isinstance(candidate, NotClaimed):
                 refused[partition.nodes] = candidate
                 continue
@@ -178,12 +184,13 @@ class FusionDelegate(SimpleDelegate):
                 refused[partition.nodes] = reason
         chosen = super().select_partitions(
             context, [p for p in partitions if p.nodes not in refused])
-        compiled = compile_ahead(self.cache, [(graph.built[p.nodes][1].name,
-                                               graph.built[p.nodes][1].source) for p in chosen])
+        kernels = compile_ahead(self.cache, [(graph.built[p.nodes][1].name,
+                                              graph.built[p.nodes][1].source) for p in chosen])
         seconds = time.perf_counter() - start
         if seconds > 1:
-            log.info("%d partitions prepared in %.1f s: %d kernels compiled, %d from the cache",
-                     len(chosen), seconds, compiled, len(chosen) - compiled)
+            log.info("%d partitions prepared in %.1f s: %d kernels compiled (and %d for "
+                     "tables), %d from the cache", len(chosen), seconds, kernels, compiled,
+                     len(chosen) - kernels)
         minimum = self.min_nodes_per_partition
         for partition in partitions:
             if partition in chosen:
@@ -202,24 +209,30 @@ class FusionDelegate(SimpleDelegate):
         graph.built = {p.nodes: graph.built[p.nodes] for p in chosen}
         return chosen
 
-    def build_candidate(self, context: Context,
-                        partition: Partition) -> tuple[KernelIR, Built] | NotClaimed:
-        """The partition's IR (as partition_ir makes it) and its kernel at the current shapes, or
-        why it cannot be built. An error of ours leaves the partition to LiteRT with its
-        reason, and never fails the model."""
+    def candidate_ir(self, context: Context, partition: Partition) -> KernelIR | NotClaimed:
+        """The partition's IR (as partition_ir makes it) at the current shapes, or why there
+        is none."""
         try:
             nodes = [fused_node(context.node(n)) for n in sorted(partition.nodes)]
             if not live_nodes(nodes, partition.outputs):
                 return NotClaimed("nothing reads what it computes (XNNPACK drops such nodes)")
-            ir = partition_ir(context, nodes, partition,
-                              self.kernel_threads(context, self.graph), self.options.precision)
+            return partition_ir(context, nodes, partition,
+                                self.kernel_threads(context, self.graph), self.options.precision)
+        except Exception as error:  # noqa: BLE001 - our bug: leave the partition to LiteRT
+            return _internal_error(partition.nodes, error)
+
+    def build_candidate(self, partition: Partition,
+                        ir: KernelIR | NotClaimed) -> tuple[KernelIR, Built] | NotClaimed:
+        """The candidate's IR and its kernel, or why it cannot be built. An error of ours
+        leaves the partition to LiteRT with its reason, and never fails the model."""
+        if isinstance(ir, NotClaimed):
+            return ir
+        try:
             return ir, build(ir, LAYOUT, cache=self.cache)
         except NotBuildable as error:
             return NotClaimed("kernel cannot be built: {}", error)
         except Exception as error:  # noqa: BLE001 - our bug: leave the partition to LiteRT
-            log.warning("partition %s: %s", partition.nodes, error, exc_info=True)
-            return NotClaimed("kernel cannot be built: internal error {}: {}",
-                              type(error).__name__, error)
+            return _internal_error(partition.nodes, error)
 
     def initialize(self, context: Context) -> None:
         graph = self.graph
@@ -268,6 +281,24 @@ class FusionDelegate(SimpleDelegate):
             summary += (f"; claims tuned by `fusion-delegate tune` on {tuned.tuned_at[:10]} "
                         f"(measured {tuned.speedup:.2f}x LiteRT)")
         return summary
+
+
+def tables_kernels(irs) -> list[tuple[str, str]]:
+    """The kernels the candidates' builds will run to make their tables (codegen.islands), to
+    compile side by side first; none where that fails (each build then finds out why)."""
+    try:
+        return [kernel for ir in irs if isinstance(ir, KernelIR)
+                for kernel in island_kernels(ir, LAYOUT)]
+    except Exception as error:  # noqa: BLE001 - our bug: the builds compile them one by one
+        log.warning("tables not compiled ahead: %r", error, exc_info=True)
+        return []
+
+
+def _internal_error(nodes: tuple[int, ...], error: Exception) -> NotClaimed:
+    """Why a partition is left to LiteRT when our code fails on it (logged with its trace)."""
+    log.warning("partition %s: %s", nodes, error, exc_info=True)
+    return NotClaimed("kernel cannot be built: internal error {}: {}", type(error).__name__,
+                      error)
 
 
 def partition_ir(context: Context, nodes: list[FusedNode], partition: Partition,
@@ -384,15 +415,18 @@ class FusionKernel(SimpleDelegateKernel):
         except NotBuildable as error:
             raise KernelBuildError(hint.format(error)) from error
         self.graph.built[self.partition.nodes] = ir, built
-        ir, source = built.ir, built.source
+        ir = built.ir
         for t in ir.outputs:
             if context.tensor(t).shape != ir.value(t).shape:
                 context.resize(t, ir.value(t).shape)
         try:
-            kernel = self.delegate.cache.get(ir.name, source)
+            kernel = self.delegate.cache.get(built.name, built.source)
         except CompileError as error:
             raise KernelCompileError(hint.format(error), error.source_path) from error
         self.kernel = kernel
+        # Kept as long as the kernel may run: its native invoke reads it (codegen.kernel_data).
+        self.data = np.frombuffer(built.data, np.uint8) if built.data else None
+        self.set_data(0 if self.data is None else self.data.ctypes.data)
         if kernel.part_address:
             pool = self.graph.pool
             self.set_pool_block((pool.parallelize, pool.pool, kernel.part_address))
@@ -402,7 +436,7 @@ class FusionKernel(SimpleDelegateKernel):
                       and math.prod(ir.value(t).shape) * context.tensor(t).dtype.itemsize
                       >= HUGE_PAGE]
         self.native_invoke_address = 0 if self.large else kernel.address
-        self.graph.kernels[self.number] = PreparedKernel(self.number, ir, kernel)
+        self.graph.kernels[self.number] = PreparedKernel(self.number, ir, kernel, built.legend)
 
     def invoke(self, context: Context) -> None:
         """The first invoke after a prepare that left large tensors: advise their memory into

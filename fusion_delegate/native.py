@@ -2,10 +2,12 @@
 
 Invoke is on the hot path; free runs while interpreters are destroyed, possibly during
 interpreter shutdown after Python's module state is gone, when calling a ctypes thunk would
-crash. A kernel slot is `int64[5] {invoke address, freed flag, pool block}`, malloc'd by kernel
-init and returned as node->user_data; free only sets the flag, and Python releases flagged slots
-later. The pool block is what a kernel with parts reads to run them on the interpreter's pool
-(codegen.native.run_nests): `pthreadpool_parallelize_1d`, the pool, the kernel's task.
+crash. A kernel slot is `int64[6] {invoke address, freed flag, pool block, data}`, malloc'd by
+kernel init and returned as node->user_data; free only sets the flag, and Python releases
+flagged slots later. The pool block is what a kernel with parts reads to run them on the
+interpreter's pool (codegen.native.run_nests): `pthreadpool_parallelize_1d`, the pool, the
+kernel's task. The data is the address of the partition's tables and constants, which the
+kernel reads there rather than from its text (codegen.kernel_data, codegen.shared).
 """
 import ctypes
 
@@ -17,7 +19,8 @@ from .abi import NODE_USER_DATA_OFFSET, kTfLiteError
 
 SLOT_FREED_OFFSET = 8
 SLOT_POOL_OFFSET = 16
-SLOT_WORDS = SLOT_POOL_OFFSET // 8 + POOL_WORDS
+SLOT_DATA_OFFSET = SLOT_POOL_OFFSET + 8 * POOL_WORDS
+SLOT_WORDS = SLOT_DATA_OFFSET // 8 + 1
 SLOT_BYTES = 8 * SLOT_WORDS
 _NO_SLOT = -1  # TfLiteKernelInitFailed()
 

@@ -49,7 +49,14 @@ class SimpleDelegateKernel:
         """Fill the pool block of the kernel's slot (fusion_delegate.native), which its native
         invoke reads: call in prepare()."""
         node = abi.TfLiteNode.from_address(self.node_address)
-        _slot(node.user_data)[native.SLOT_POOL_OFFSET // 8:native.SLOT_WORDS] = list(values)
+        _slot(node.user_data)[native.SLOT_POOL_OFFSET // 8:native.SLOT_DATA_OFFSET // 8] = \
+            list(values)
+
+    def set_data(self, address: int) -> None:
+        """Put the address of the partition's data in the kernel's slot, where its native
+        invoke reads it (codegen.kernel_data): call in prepare(), and keep the data alive."""
+        node = abi.TfLiteNode.from_address(self.node_address)
+        _slot(node.user_data)[native.SLOT_DATA_OFFSET // 8] = address
 
     def init(self, context: Context, nodes: list[NodeInfo], inputs: tuple[int, ...],
              outputs: tuple[int, ...]) -> None:

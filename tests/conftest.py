@@ -72,6 +72,7 @@ def wrong_op(monkeypatch, name: str, expr: str) -> None:
     spec = codegen.ops.OPS[name]
     monkeypatch.setitem(codegen.ops.OPS, name, replace(spec, expr=expr))
     monkeypatch.setattr(codegen.pipeline, "_BUILT", {})
+    monkeypatch.setattr(codegen.pipeline, "_LOWERED", {})
 
 
 @pytest.fixture

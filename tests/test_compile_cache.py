@@ -176,14 +176,16 @@ def test_a_kernels_table_is_kept_and_read_back_without_loading_the_kernel(tmp_pa
     """An island's table (codegen.islands) is kept beside its kernel: a new process reads it
     and loads no kernel; a damaged file or one others could have written is computed again."""
     from codegen.ir import KernelIR, Op, Value
+    from codegen.kernel_data import KernelData
     from conftest import kernel_source
     from fusion_delegate.fusion import LAYOUT
     ir = KernelIR((Value(0, (256,)), Value(1, (256,))), (Op(0, "TANH", (0,), 1),),
                   inputs=(0,), outputs=(1,))
     source = kernel_source(ir, LAYOUT)
+    no_data = KernelData((), b"")
     codes = np.linspace(-4, 4, 256, dtype=np.float32)
     first = np.empty(256, np.float32)
-    KernelCache(tmp_path).run_kept(ir.name, source, codes, first)
+    KernelCache(tmp_path).run_kept(ir.name, source, no_data, codes, first)
     assert np.allclose(first, np.tanh(codes), rtol=1e-6, atol=0)
     (kept,) = tmp_path.glob("*.npy")
 
@@ -192,7 +194,7 @@ def test_a_kernels_table_is_kept_and_read_back_without_loading_the_kernel(tmp_pa
     again = np.empty(256, np.float32)
     with monkeypatch.context() as patch:
         patch.setattr(KernelCache, "get", no_kernel)
-        KernelCache(tmp_path).run_kept(ir.name, source, codes, again)
+        KernelCache(tmp_path).run_kept(ir.name, source, no_data, codes, again)
     assert again.tobytes() == first.tobytes()
 
     for damage in ("truncate", "others can write"):
@@ -202,7 +204,7 @@ def test_a_kernels_table_is_kept_and_read_back_without_loading_the_kernel(tmp_pa
             np.save(kept, np.zeros(256, np.float32))
             kept.chmod(0o666)
         recomputed = np.empty(256, np.float32)
-        KernelCache(tmp_path).run_kept(ir.name, source, codes, recomputed)
+        KernelCache(tmp_path).run_kept(ir.name, source, no_data, codes, recomputed)
         assert recomputed.tobytes() == first.tobytes(), damage
 
 

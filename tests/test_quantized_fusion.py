@@ -97,7 +97,8 @@ def test_a_chain_of_int8_ops_is_one_kernel_with_composed_tables(cache_dir, rng, 
         # HARD_SWISH's, the composed one and, where the ADD runs in int16 lanes, its pairs
         # per code of c.
         in_int16 = "add_block_output_int16_lanes(" in source
-        assert source.count("_TABLE = np.array(") == 2 + in_int16
+        # (Tables are the partition's data, which the entry point passes: codegen.kernel_data.)
+        assert source.count("_table = carray(") == 2 + in_int16
         # Both tables a stage of byte lookups over each tile, where a tile is long enough.
         assert source.count("lookup_bytes(") == (2 if math.prod(shape) >= 64 else 0)
     same_as_builtin(model, interpreter, [rng.integers(-128, 128, shape).astype(np.int8)])
@@ -118,11 +119,64 @@ def test_an_int8_swish_is_one_table(cache_dir):
         model = b.to_bytes()
         delegate, interpreter = delegated(model, cache_dir)
         assert [c.reason for c in delegate.claims.values()] == [None, None]
-        source = delegate.kernels[0].kernel.source
-        assert "QCALL" not in source
-        assert ("LUT(MUL)" if logistic_out else "LUT(LOGISTIC, MUL)") in source
-        assert source.count("_TABLE = np.array(") == 1 + logistic_out
+        kernel = delegate.kernels[0]
+        assert "QCALL" not in kernel.kernel.source
+        # One table alone is the shared lookup kernel, its table data (codegen.shared).
+        assert ("LUT(MUL)" if logistic_out else "LUT(LOGISTIC, MUL)") in (
+            kernel.kernel.source if logistic_out else kernel.legend)
+        assert kernel.kernel.source.count("_table = carray(") == 2 * logistic_out
         same_as_builtin(model, interpreter, [np.arange(-128, 128, dtype=np.int8)])
+
+
+@pytest.mark.parametrize("dtype", [np.int8, np.uint8])
+def test_table_lookups_of_any_table_and_size_share_one_compiled_kernel(tmp_path, rng, dtype):
+    """A partition that is one lookup over a whole tensor runs the shared kernel, its table and
+    size the partition's data (codegen.shared): other ops, tables and shapes, in other
+    interpreters and after a resize, load the kernel compiled for the first, and each gives
+    LiteRT's answers."""
+    zero = 0 if dtype == np.int8 else 128
+    cases = [("HARD_SWISH", (1, 14, 14, 24), q(0.043, zero - 3), q(0.023, zero + 5)),
+             ("TANH", (1000,), q(0.02, zero + 7), q(1 / 128, zero)),
+             ("LOGISTIC", (3, 5, 7), q(0.1, zero - 20), q(1 / 256, -128 + zero))]
+    info = np.iinfo(dtype)
+    paths = set()
+    for number, (op, shape, q_in, q_out) in enumerate(cases):
+        b = ModelBuilder()
+        x = b.input("x", shape, dtype, q_in)
+        b.output(b.op(op, [x], quantization=q_out))
+        model = b.to_bytes()
+        delegate, interpreter = delegated(model, str(tmp_path))
+        kernel = delegate.kernels[0]
+        assert kernel.kernel.name == f"table_lookup_{np.dtype(dtype).name}_{np.dtype(dtype).name}"
+        assert kernel.kernel.cache_hit == ("" if number == 0 else "memory")
+        assert f"LUT({op})" in kernel.legend
+        paths.add(kernel.kernel.path)
+        same_as_builtin(model, interpreter, [rng.integers(info.min, info.max + 1, shape, dtype)])
+    assert len(paths) == 1
+    resized = (2, *shape[1:])
+    reference = builtin_interpreter(model)
+    for runner in (interpreter, reference):
+        runner.resize_tensor_input(runner.get_input_details()[0]["index"], resized)
+        runner.allocate_tensors()
+    x = rng.integers(info.min, info.max + 1, resized, dtype)
+    np.testing.assert_array_equal(run(interpreter, [x])[0], run(reference, [x])[0])
+    assert delegate.kernels[0].kernel.path in paths
+
+
+def test_shared_lookups_of_one_interpreter_read_their_own_tensors_and_tables(tmp_path, rng):
+    """Two lookup partitions in one interpreter (a node left to LiteRT between them), the
+    first a MUL whose node lists its constant operand first: each reads its own input and
+    table, and the model gives LiteRT's answers."""
+    b = ModelBuilder()
+    c = b.const("c", np.array([90], np.int8), q(0.01, 0))
+    x = b.input("x", (1, 16, 16, 8), np.int8, q(0.05, 3))
+    m = b.op("MUL", [c, x], NONE, quantization=q(0.04, -2))
+    r = b.op("RELU", [m], quantization=q(0.04, -2))
+    b.output(b.op("TANH", [r], quantization=q(1 / 128, 0)))
+    model = b.to_bytes()
+    delegate, interpreter = delegated(model, str(tmp_path), exclude_nodes="1")
+    assert [k.kernel.name for k in delegate.kernels.values()] == ["table_lookup_int8_int8"] * 2
+    same_as_builtin(model, interpreter, [rng.integers(-128, 128, (1, 16, 16, 8), np.int8)])
 
 
 def test_per_channel_and_one_value_operands_are_rescaled_once_each(cache_dir, rng):
@@ -168,17 +222,32 @@ def test_float_islands_between_quantize_and_dequantize_fuse(cache_dir, rng):
     same_as_builtin(model, interpreter, [rng.integers(-128, 128, shape).astype(np.int8)])
 
 
-def float_island(shape: tuple[int, ...], expose_float: bool) -> bytes:
-    """int8 x -> DEQUANTIZE -> GELU -> MUL by a scalar -> TANH -> QUANTIZE; with
+def float_island(shape: tuple[int, ...], expose_float: bool, scale: float = 0.05) -> bytes:
+    """int8 x (of `scale`) -> DEQUANTIZE -> GELU -> MUL by a scalar -> TANH -> QUANTIZE; with
     `expose_float`, the TANH's float output is a model output too."""
     b = ModelBuilder()
-    x = b.input("x", shape, np.int8, q(0.05, 7))
+    x = b.input("x", shape, np.int8, q(scale, 7))
     f = b.op("GELU", [b.op("DEQUANTIZE", [x], dtype=np.float32)], {"approximate": False})
     t = b.op("TANH", [b.op("MUL", [f, b.const("k", np.float32(0.75))], NONE)])
     b.output(b.op("QUANTIZE", [t], dtype=np.int8, quantization=q(1 / 128, 0)))
     if expose_float:
         b.output(t)
     return b.to_bytes()
+
+
+def test_islands_of_other_constants_share_their_kernel_and_keep_their_own_tables(tmp_path, rng):
+    """Two islands that differ in their quantization alone run one compiled island kernel (its
+    tables and constants are data, codegen.kernel_data), each keeping its own table beside it,
+    the per-element kernel's."""
+    shape = (1, 8, 8, 16)
+    x = rng.integers(-128, 128, shape).astype(np.int8)
+    for scale in (0.05, 0.11):
+        _, interpreter = delegated(float_island(shape, False, scale), str(tmp_path))
+        _, whole = delegated(float_island(shape, True, scale), str(tmp_path))
+        np.testing.assert_array_equal(run(interpreter, [x])[0], run(whole, [x])[0])
+    # The island's kernel and the per-element one, each compiled once.
+    assert len(list(tmp_path.glob("fused_dequantize_gelu_*.py"))) == 2
+    assert len(list(tmp_path.glob("fused_dequantize_gelu_*.npy"))) == 2
 
 
 @pytest.mark.parametrize("precision", ["fast", "exact"])

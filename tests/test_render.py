@@ -13,10 +13,12 @@ from numba import njit
 
 from codegen.compile import KernelCache
 from codegen.ir import KernelIR, Op, Value
+from codegen.kernel_data import kernel_data
 from codegen.native import aligned_copy, line_aligned, stream_fence, stream_store
 from codegen.fastpath import FastPath
 from codegen.render import legend
-from codegen.schedule import STREAM_MIN_BYTES
+from codegen.schedule import STREAM_MIN_BYTES, plan
+from codegen.target import numba_target
 from codegen.variants import one_body
 from codegen.writer import INDENT, LINE_LIMIT
 from conftest import HOST, builtin_interpreter, kernel_source, run, same_bits
@@ -393,12 +395,13 @@ def unread_names(source: str) -> set[str]:
                       if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load)}
 
 
-def identity_tables(source: str) -> list[str]:
-    """The tables that give every 8-bit code back: by q - qmin, or by the raw byte of int8."""
+def identity_tables(ir: KernelIR) -> list[str]:
+    """The kernel's tables (its data, codegen.kernel_data) that give every 8-bit code back: by
+    q - qmin, or by the raw byte of int8."""
     identities = (list(range(-128, 128)), list(range(256)), [*range(128), *range(-128, 0)])
-    return [node.targets[0].id for node in ast.parse(source).body
-            if isinstance(node, ast.Assign) and node.targets[0].id.endswith("_TABLE")
-            and [ast.literal_eval(e) for e in node.value.args[0].elts] in identities]
+    data = kernel_data(ir, plan(ir, numba_target()))
+    return [array.name for array, values in zip(data.arrays, data.views())
+            if array.name.endswith("_table") and values.tolist() in identities]
 
 
 @pytest.mark.parametrize("model", [
@@ -419,4 +422,4 @@ def test_kernel_sources_define_only_what_they_read(tmp_path, model):
         assert delegate.kernels, precision
         for kernel in delegate.kernels.values():
             source = kernel.kernel.source
-            assert not unread_names(source) and not identity_tables(source), source
+            assert not unread_names(source) and not identity_tables(kernel.ir), source

@@ -6,7 +6,6 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import asdict, dataclass
 
-from codegen.render import legend
 from codegen.schedule import plan
 from codegen.target import numba_target
 
@@ -129,13 +128,13 @@ def describe(model: Model, delegate: FusionDelegate) -> Plan:
         prepared = delegate.kernels.get(number)
         if prepared is not None:
             kernel = prepared.kernel
-            row.kernel = prepared.ir.name
+            row.kernel = kernel.name
             row.nests = [nest.domain for nest in plan(prepared.ir, numba_target()).nests]
             row.bytes_moved = prepared.ir.bytes_moved()
             row.compile_seconds = kernel.compile_seconds
             row.cache_hit = kernel.cache_hit
             row.source_path = str(kernel.path)
-            row.source = f"{legend(prepared.ir)}\n{kernel.source}"
+            row.source = f"{prepared.legend}\n{kernel.source}"
         partitions.append(row)
     delegated = sum(1 for n in nodes if n.reason is None)
     return Plan(delegate.summary(), delegated, nodes, partitions)
