@@ -12,6 +12,7 @@ structure alone, so it is the same for every partition that shares the text.
 """
 from __future__ import annotations
 
+import functools
 import inspect
 import textwrap
 from dataclasses import dataclass
@@ -83,12 +84,18 @@ def _kind(ir: KernelIR, constant: object) -> str:
     return "int" if isinstance(constant, (int, np.integer)) else "text"
 
 
+@functools.cache
+def _parameters(call: str) -> tuple[str, ...]:
+    """The parameters of a QCALL's helper (none for a numpy function)."""
+    return () if call.startswith("np.") else tuple(
+        inspect.signature(QCALL_HELPERS[call]).parameters)
+
+
 def _constants(ir: KernelIR, op: Op) -> list[tuple[str, object, str]]:
     """A QCALL's constants: (keyword, value, kind)."""
     params = dict(op.params)
     constants = params["args"]
-    keywords = [] if params["call"].startswith("np.") else list(
-        inspect.signature(QCALL_HELPERS[params["call"]]).parameters)
+    keywords = _parameters(params["call"])
     keywords = keywords[len(keywords) - len(constants):]
     return [(key, c, _kind(ir, c)) for key, c in zip(keywords, constants, strict=True)]
 
@@ -105,9 +112,10 @@ def qcall_arguments(ir: KernelIR, op: Op) -> list[tuple[str, object]]:
     index = {"int": 0, "float": 0}
     arguments = []
     for owner, key, c, kind in _all_constants(ir):
-        if owner is op and kind == "text":
+        mine = owner.output == op.output          # an op is known by the value it makes
+        if mine and kind == "text":
             arguments.append((key, literal(c) if isinstance(c, float) else c))
-        elif owner is op:
+        elif mine:
             arrays = QCALL_INTS if kind == "int" else QCALL_FLOATS
             arguments.append((key, f"{arrays}[{index[kind]}]"))
         if kind != "text":
