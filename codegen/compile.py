@@ -171,25 +171,42 @@ class KernelCache:
         digest = hashlib.sha256(codes.tobytes() + str(codes.dtype).encode()
                                 + data.block).hexdigest()[:12]
         file_name = f"{name}_{key}.{digest}.npy"
+        content = self.read_kept(file_name)
+        if content is not None:
+            try:
+                kept = np.load(io.BytesIO(content), allow_pickle=False)
+            except (OSError, ValueError):
+                kept = None                       # damaged: run the kernel, write it again
+            if kept is not None and kept.dtype == out.dtype and kept.shape == out.shape:
+                out[...] = kept
+                return
+        self.get(name, source).loop(codes, out, *data.views())
+        buffer = io.BytesIO()
+        np.save(buffer, out, allow_pickle=False)
+        self.write_kept(file_name, buffer.getvalue())
+
+    def read_kept(self, file_name: str) -> bytes | None:
+        """A file kept beside the kernels (an island's table, a build), from the cache
+        directory or else a shipped one; None where there is none this process may trust."""
         directory, shipped = self._directories()
         for folder in filter(None, (directory, shipped)):
             path = folder / file_name
             if not path.is_file() or _foreign(path):
                 continue
             try:
-                kept = np.load(path, allow_pickle=False)
-            except (OSError, ValueError):
-                continue                          # damaged: run the kernel, write it again
-            if kept.dtype == out.dtype and kept.shape == out.shape:
-                out[...] = kept
-                return
-        self.get(name, source).loop(codes, out, *data.views())
-        buffer = io.BytesIO()
-        np.save(buffer, out, allow_pickle=False)
+                return path.read_bytes()
+            except OSError:
+                continue
+        return None
+
+    def write_kept(self, file_name: str, content: bytes) -> None:
+        """Keep a file beside the kernels; a full or read-only directory keeps nothing (the
+        next process computes it again)."""
+        directory, _ = self._directories()
         try:
-            write_atomic(directory / file_name, buffer.getvalue())
-        except OSError as error:                   # full or read-only: next time runs it again
-            log.debug("table %s not kept: %s", file_name, error)
+            write_atomic(directory / file_name, content)
+        except OSError as error:
+            log.debug("%s not kept: %s", file_name, error)
 
     def uncompiled(self, kernels: list[tuple[str, str]]) -> list[Path]:
         """The module files of those (name, source) kernels that are neither in memory nor on

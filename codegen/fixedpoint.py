@@ -139,10 +139,19 @@ def saturating_multiply_by_pot(x, exponent):
 def inv_sqrt_quantized_multiplier_exp(value):
     """GetInvSqrtQuantizedMultiplierExp(value, kReverseShift = -1) (common.h): the multiplier and
     shift (<= 0) of 1 / sqrt(value), by Newton-Raphson in gemmlowp fixed point (3 integer
-    bits), five iterations. Scalar only (it loops over the value's bits): Prepare-time tables
-    (RSQRT) call it from Python, kernels once per row (int8 L2_NORMALIZATION)."""
+    bits), five iterations. Scalar only (it loops over the value's bits): kernels call it once
+    per row (int8 L2_NORMALIZATION); a Prepare-time table (RSQRT) runs the two halves,
+    inv_sqrt_normalized per value and inv_sqrt_newton on all of them at once."""
     if value <= 1:
         return INT32_MAX, 0
+    normalized, shift = inv_sqrt_normalized(value)
+    x, exponent = inv_sqrt_newton(normalized, shift)
+    return int(x), exponent
+
+
+def inv_sqrt_normalized(value):
+    """The first half of GetInvSqrtQuantizedMultiplierExp for a value > 1: the value shifted by
+    bit pairs into [2**27, 2**29), and the shift that makes up for it."""
     shift = 11
     while value >= (1 << 29):
         value = value >> 2
@@ -152,8 +161,12 @@ def inv_sqrt_quantized_multiplier_exp(value):
         rest = rest >> 1
         bits += 1
     left_shift_bit_pairs = (31 - bits) // 2 - 1
-    shift -= left_shift_bit_pairs
-    value = value << (2 * left_shift_bit_pairs)
+    return value << (2 * left_shift_bit_pairs), shift - left_shift_bit_pairs
+
+
+def inv_sqrt_newton(value, shift):
+    """The second half of GetInvSqrtQuantizedMultiplierExp, on inv_sqrt_normalized's value and
+    shift: the Newton-Raphson iterations and the final scaling, (multiplier, shift <= 0)."""
     half_input = rounding_divide_by_pot(value >> 1, 1)
     half_three = (1 << 28) + (1 << 27)
     x = 1 << 28
@@ -164,10 +177,9 @@ def inv_sqrt_quantized_multiplier_exp(value):
             saturating_rounding_doubling_high_mul(half_three, x)
             - saturating_rounding_doubling_high_mul(half_input, x3)), 3)
     x = saturating_rounding_doubling_high_mul(x, 1518500250)
-    if shift < 0:
-        x = wrap_int32(x << -shift)
-        shift = 0
-    return int(x), -shift
+    negative = shift < 0
+    return (select(negative, wrap_int32(x << (-shift * negative)), x),
+            -shift * (shift >= 0))
 
 
 # ---------------------------------------------------------------------------- int32 lanes

@@ -36,7 +36,7 @@ from .ir import IRError, KernelIR, Op, Value, reduced_shape
 from .ops import KERNEL_OPS
 from .quant_conv import prepare_depthwise
 from .quant_parts import binary_parts
-from .quant_paths import (ELEMENTWISE_BLOCK, REFERENCE, binary_paths, chain_regions, compose,
+from .quant_paths import (ELEMENTWISE_BLOCK, REFERENCE, chain_regions, compose, paths_taken,
                           unary_block)
 from .quant_prepare import prepare_binary
 from .quant_reference import (binary_call, binary_scalar_table, run_qcall, unary_call,
@@ -253,10 +253,9 @@ def _one_path(op: Op, block: int, out: Value) -> int:
 
 
 def _binary_path(ir: KernelIR, op: Op, operands: list[Value], out: Value, params: dict) -> int:
-    paths = set(np.unique(binary_paths(op.op, out.dtype, operands[0].shape,
-                                       operands[1].shape)).tolist())
+    paths = paths_taken(op.op, out.dtype, operands[0].shape, operands[1].shape)
     if len(paths) <= 1:
-        return paths.pop() if paths else REFERENCE
+        return paths[0] if paths else REFERENCE
     reason = quant_unsupported(op.op, [v.dtype for v in (*operands, out)],
                                [v.quant for v in operands], out.quant, params)
     if reason:

@@ -13,6 +13,7 @@ compute is NotBuildable, whose message says why.
 from __future__ import annotations
 
 import functools
+import hashlib
 import pickle
 from dataclasses import dataclass
 
@@ -20,7 +21,7 @@ import numpy as np
 
 from . import islands
 from .chains import approximate_chains
-from .compile import CompileError, KernelCache
+from .compile import CompileError, KernelCache, helpers_digest
 from .composites import expand
 from .ir import IRError, KernelIR
 from .kernel_data import kernel_data
@@ -63,37 +64,41 @@ def build(ir: KernelIR, layout: TensorTableLayout, target: Target | None = None,
           cache: KernelCache | None = None) -> Built:
     """The kernel of a partition's IR (as the delegate makes it, before lowering). `cache`
     compiles what the build itself must run (the tables of islands); by default in memory.
-    A build is a pure function of the IR, layout and target, kept for the process: a second
-    interpreter of a model builds nothing."""
+    A build is a pure function of the IR, layout and target, kept for the process (a second
+    interpreter of a model builds nothing) and in `cache`'s directory (a new process reads
+    it there: no lowering, tables or rendering at a warm start)."""
     target = target or numba_target()
+    cache = cache or _scratch_cache()
     key = _key(ir, layout, target)
     if key is None:
-        return _build(lowered(ir), layout, target, cache or _scratch_cache())
-    if key not in _BUILT:
-        while len(_BUILT) >= BUILT_KEPT:
-            del _BUILT[next(iter(_BUILT))]
-        low = _LOWERED.pop(key, None) or lowered(ir)
-        _BUILT[key] = _build(low, layout, target, cache or _scratch_cache())
+        return _build(lowered(ir), layout, target, cache)
+    if key not in _BUILT and not _read_kept(key, cache):
+        built = _build(_LOWERED.pop(key, None) or lowered(ir), layout, target, cache)
+        _remember(key, built)
+        _keep(key, built, cache)
     return _BUILT[key]
 
 
 def _key(ir: KernelIR, layout: TensorTableLayout, target: Target) -> bytes | None:
-    """What a build is kept under: every bit of its arguments. The dataclasses' own equality is
-    not enough, since 0.0 == -0.0 while x + 0.0 and x + -0.0 differ at x = -0.0."""
+    """What a build is kept under: every bit of its arguments, the same in every process (the
+    target by its fingerprint: a frozenset of strings pickles in the process's hash order).
+    The dataclasses' own equality is not enough, since 0.0 == -0.0 while x + 0.0 and x + -0.0
+    differ at x = -0.0."""
     try:
-        return pickle.dumps((ir, layout, target), protocol=pickle.HIGHEST_PROTOCOL)
+        return pickle.dumps((ir, layout, target.fingerprint, target.vector_bytes),
+                            protocol=pickle.HIGHEST_PROTOCOL)
     except (pickle.PicklingError, TypeError, AttributeError):
         return None
 
 
-def island_kernels(ir: KernelIR, layout: TensorTableLayout,
-                   target: Target | None = None) -> list[tuple[str, str]]:
+def island_kernels(ir: KernelIR, layout: TensorTableLayout, target: Target | None = None,
+                   cache: KernelCache | None = None) -> list[tuple[str, str]]:
     """The (name, source) of the kernels `build` runs to tabulate the islands of `ir`
     (codegen.islands), for a caller to compile ahead, side by side, before the builds run
-    them one at a time."""
+    them one at a time; none where the build is kept already."""
     target = target or numba_target()
     key = _key(ir, layout, target)
-    if key in _BUILT:
+    if key in _BUILT or key is not None and _read_kept(key, cache or _scratch_cache()):
         return []
     try:
         ir = lowered(ir)
@@ -107,13 +112,58 @@ def island_kernels(ir: KernelIR, layout: TensorTableLayout,
         return []                       # the build says why
 
 
+def _kept_name(key: bytes) -> str:
+    """The file a build is kept in beside the kernels: named by its arguments and by the
+    codegen sources that made it (compile.helpers_digest), so that a changed codegen never
+    reads a build of the old one."""
+    digest = hashlib.sha256(key + helpers_digest().encode()).hexdigest()[:24]
+    return f"build_{digest}.pickle"
+
+
+def _read_kept(key: bytes, cache: KernelCache) -> bool:
+    """Whether the build of `key` was kept in `cache`'s directory, now in memory too. Its
+    pickle is read from a directory only this user (or root) writes, as numba's own cache
+    entries are (compile.untrusted_reason); one that does not load is rebuilt."""
+    if not KEEP_BUILDS:
+        return False
+    content = cache.read_kept(_kept_name(key))
+    if content is None:
+        return False
+    try:
+        built = pickle.loads(content)
+    except Exception:  # noqa: BLE001 - damaged or written by another version: build again
+        return False
+    if not isinstance(built, Built):
+        return False
+    _remember(key, built)
+    return True
+
+
+def _keep(key: bytes, built: Built, cache: KernelCache) -> None:
+    """Keep the build of `key` in `cache`'s directory, where it pickles."""
+    if not KEEP_BUILDS:
+        return
+    try:
+        content = pickle.dumps(built, pickle.HIGHEST_PROTOCOL)
+    except (pickle.PicklingError, TypeError, AttributeError):
+        return
+    cache.write_kept(_kept_name(key), content)
+
+
+def _remember(key: bytes, built: Built) -> None:
+    while len(_BUILT) >= BUILT_KEPT:
+        del _BUILT[next(iter(_BUILT))]
+    _BUILT[key] = built
+
+
 def _build(ir: KernelIR, layout: TensorTableLayout, target: Target, cache: KernelCache) -> Built:
     """The kernel of the lowered `ir`."""
     def evaluate(island: KernelIR, codes: np.ndarray) -> np.ndarray:
         out = np.empty(codes.shape, island.value(island.outputs[0]).quant.numpy_dtype)
         schedule = plan(island, target)
-        cache.run_kept(island.name, render_kernel(island, schedule, layout),
-                       kernel_data(island, schedule), codes, out)
+        data = kernel_data(island, schedule)
+        cache.run_kept(island.name, render_kernel(island, schedule, layout, data), data, codes,
+                       out)
         return out
 
     try:
@@ -123,12 +173,15 @@ def _build(ir: KernelIR, layout: TensorTableLayout, target: Target, cache: Kerne
         if shared is not None:
             return Built(ir, schedule, shared.name, shared.source, shared.legend, shared.data)
         data = kernel_data(ir, schedule)
-        return Built(ir, schedule, ir.name, render_kernel(ir, schedule, layout),
+        return Built(ir, schedule, ir.name, render_kernel(ir, schedule, layout, data),
                      "\n".join([legend(ir), *data.legend()]), data.block)
     except (IRError, CompileError) as error:
         raise NotBuildable(str(error)) from error
 
 
+#: Whether builds are kept on disk, read and written (tests that change how ops render turn it
+#: off: their builds must not reach a cache).
+KEEP_BUILDS = True
 #: Builds kept for the process, oldest dropped first.
 BUILT_KEPT = 1024
 _BUILT: dict[bytes, Built] = {}

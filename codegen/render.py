@@ -111,9 +111,10 @@ def quantization(value: Value) -> str:
     return f"{q.scale:.6g} * (q{offset})"
 
 
-def render_kernel(ir: KernelIR, schedule: Schedule, layout: TensorTableLayout) -> str:
+def render_kernel(ir: KernelIR, schedule: Schedule, layout: TensorTableLayout,
+                  data: KernelData | None = None) -> str:
     """The whole kernel module's source: `ir` computed as `schedule` (codegen.schedule.plan)
-    says."""
+    says, reading `data` (by default kernel_data(ir, schedule), which the caller may have)."""
     verify(ir)
     names = identifiers(ir)
     memory = list(ir.inputs) + [t for t in ir.outputs if t not in ir.inputs]
@@ -126,7 +127,7 @@ def render_kernel(ir: KernelIR, schedule: Schedule, layout: TensorTableLayout) -
     streamed = [t for nest in schedule.nests if nest.elements
                 and isinstance(nest, ElementwiseNest) for t in nest.streamed]
     setup = allocations(ir, names, schedule, local)
-    data = kernel_data(ir, schedule)
+    data = data if data is not None else kernel_data(ir, schedule)
     arguments = [*(names[t] for t in memory), *(a.name for a in data.arrays)]
     arrays = list(dict.fromkeys([*arguments, *(line.split(" = ")[0] for line in setup)]))
     nests: list[str] = []
@@ -377,6 +378,13 @@ def module_constants(lines: list[str]) -> list[str]:
     return [f"{name} = {value}" for name, value in CONSTANTS.items() if name in used]
 
 
+def tensor_data(layout: TensorTableLayout, where: str, position: int) -> str:
+    """The expression of the data address of the tensor the node lists at `position` of its
+    `where` ("inputs" or "outputs", a TfLiteIntArray: its size, then the ids)."""
+    tensor = f"tensors + load_i32({where} + {4 + 4 * position}) * {layout.tensor_size}"
+    return f"load_i64({tensor} + {layout.tensor_data_offset})"
+
+
 def entry_point(ir: KernelIR, names: dict[int, str], memory: list[int], data: KernelData,
                 layout: TensorTableLayout, pooled: bool = False) -> list[str]:
     """The native invoke: each tensor's address is read from the context on every call, at the
@@ -391,14 +399,11 @@ def entry_point(ir: KernelIR, names: dict[int, str], memory: list[int], data: Ke
               in (("inputs", layout.node_inputs_offset), ("outputs", layout.node_outputs_offset))
               if where in lists]
     for t in memory:
-        where, position = ir.node_position(t)
-        tensor = f"tensors + load_i32({where} + {4 + 4 * position}) * {layout.tensor_size}"
         elements = math.prod(ir.value(t).shape)
         pointer = POINTERS[ir.value(t).dtype]
         lines += [INDENT + line for line in assignment(
-            names[t],
-            f"carray({pointer}(load_i64({tensor} + {layout.tensor_data_offset})), ({elements},))",
-            LINE_LIMIT - len(INDENT))]
+            names[t], f"carray({pointer}({tensor_data(layout, *ir.node_position(t))}), "
+                      f"({elements},))", LINE_LIMIT - len(INDENT))]
     if data.arrays:
         lines += [f"{INDENT}# The partition's tables and constants (codegen.kernel_data).",
                   f"{INDENT}data = load_i64(load_i64(node + {layout.node_user_data_offset}) + "

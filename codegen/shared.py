@@ -21,7 +21,7 @@ from .ir import KernelIR
 from .lut import byte_table
 from .native import POINTERS
 from .nests import Schedule, TableNest
-from .render import header, legend
+from .render import header, legend, tensor_data
 from .writer import INDENT, LINE_LIMIT, assignment
 
 
@@ -67,10 +67,9 @@ def _table_lookup(in_dtype: str, out_dtype: str, positions: tuple[int, int], shu
     pointers = sorted({POINTERS[in_dtype], POINTERS[out_dtype], "uint8_pointer"})
 
     def tensor(name: str, where: str, position: int, dtype: str) -> list[str]:
-        address = (f"load_i64(tensors + load_i32({where} + {4 + 4 * position}) * "
-                   f"{layout.tensor_size} + {layout.tensor_data_offset})")
         return [INDENT + line for line in assignment(
-            name, f"carray({POINTERS[dtype]}({address}), (elements,))", LINE_LIMIT - len(INDENT))]
+            name, f"carray({POINTERS[dtype]}({tensor_data(layout, where, position)}), "
+                  "(elements,))", LINE_LIMIT - len(INDENT))]
     lines = [
         f"# fusion_delegate kernel {name}. Do not edit.",
         f"# {in_dtype} -> {out_dtype} | 1 loop nest | shared by every partition that looks a "

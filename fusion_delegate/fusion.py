@@ -168,7 +168,7 @@ class FusionDelegate(SimpleDelegate):
         graph, refused = self.graph, {}
         plan = plan_nodes(context)
         irs = {p.nodes: self.candidate_ir(context, p) for p in partitions}
-        compiled = compile_ahead(self.cache, tables_kernels(irs.values()))
+        compiled = compile_ahead(self.cache, tables_kernels(irs.values(), self.cache))
         for partition in largest_first(partitions):
             candidate = self.build_candidate(partition, irs[partition.nodes])
             if isinstance(candidate, NotClaimed):
@@ -283,12 +283,12 @@ class FusionDelegate(SimpleDelegate):
         return summary
 
 
-def tables_kernels(irs) -> list[tuple[str, str]]:
+def tables_kernels(irs, cache: KernelCache) -> list[tuple[str, str]]:
     """The kernels the candidates' builds will run to make their tables (codegen.islands), to
     compile side by side first; none where that fails (each build then finds out why)."""
     try:
         return [kernel for ir in irs if isinstance(ir, KernelIR)
-                for kernel in island_kernels(ir, LAYOUT)]
+                for kernel in island_kernels(ir, LAYOUT, cache=cache)]
     except Exception as error:  # noqa: BLE001 - our bug: the builds compile them one by one
         log.warning("tables not compiled ahead: %r", error, exc_info=True)
         return []

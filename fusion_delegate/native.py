@@ -10,6 +10,7 @@ kernel's task. The data is the address of the partition's tables and constants, 
 kernel reads there rather than from its text (codegen.kernel_data, codegen.shared).
 """
 import ctypes
+import gc
 
 from numba import cfunc, types
 
@@ -47,3 +48,10 @@ def mark_freed(context, slot):
 # Their machine code must outlive every interpreter, even those finalized after module teardown.
 for _callback in (invoke_trampoline, mark_freed):
     ctypes.pythonapi.Py_IncRef(ctypes.py_object(_callback))
+
+# numba's import leaves ~110K objects that live as long as the process. Frozen, the collector no
+# longer walks them: the full collection that would follow this import (30 ms, inside the first
+# interpreter's construction) and every later one skip them (perf/README.md, session 29). What
+# the process holds then is frozen with them: reference counting still frees it, but a cycle
+# among those objects is never collected (docs/runtimes.md).
+gc.freeze()

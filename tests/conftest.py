@@ -65,14 +65,15 @@ def same_bits(a: np.ndarray, b: np.ndarray) -> bool:
 
 
 def wrong_op(monkeypatch, name: str, expr: str) -> None:
-    """Render OPS[name] as `expr` for this test, its builds kept apart from the process's
-    (codegen.pipeline keeps builds by IR, which does not say how an op renders)."""
+    """Render OPS[name] as `expr` for this test, its builds kept apart from the process's and
+    the cache's (codegen.pipeline keeps builds by IR, which does not say how an op renders)."""
     import codegen.ops
     import codegen.pipeline
     spec = codegen.ops.OPS[name]
     monkeypatch.setitem(codegen.ops.OPS, name, replace(spec, expr=expr))
     monkeypatch.setattr(codegen.pipeline, "_BUILT", {})
     monkeypatch.setattr(codegen.pipeline, "_LOWERED", {})
+    monkeypatch.setattr(codegen.pipeline, "KEEP_BUILDS", False)
 
 
 @pytest.fixture

@@ -208,6 +208,48 @@ def test_a_kernels_table_is_kept_and_read_back_without_loading_the_kernel(tmp_pa
         assert recomputed.tobytes() == first.tobytes(), damage
 
 
+def test_a_build_is_kept_and_read_back_in_a_new_process_without_lowering(tmp_path,
+                                                                          monkeypatch):
+    """A partition's build (codegen.pipeline: lowering, tables, schedule, source) is kept
+    beside the kernels: a process without it in memory reads it back, lowers nothing and gets
+    the same source; a damaged file, or one others could have written, is built again, and
+    with KEEP_BUILDS off none is kept."""
+    import codegen.pipeline as pipeline
+    from codegen.ir import KernelIR, Op, Value
+    from fusion_delegate.fusion import LAYOUT
+    ir = KernelIR((Value(0, (64,)), Value(1, (64,)), Value(2, (64,))),
+                  (Op(0, "TANH", (0,), 1), Op(1, "NEG", (1,), 2)), inputs=(0,), outputs=(2,))
+    monkeypatch.setattr(pipeline, "_BUILT", {})
+    first = pipeline.build(ir, LAYOUT, cache=KernelCache(tmp_path))
+    (kept,) = tmp_path.glob("build_*.pickle")
+
+    def no_lowering(ir):
+        raise AssertionError("the kept build should have been read")
+    with monkeypatch.context() as patch:
+        patch.setattr(pipeline, "_BUILT", {})                  # as in a new process
+        patch.setattr(pipeline, "lowered", no_lowering)
+        assert pipeline.island_kernels(ir, LAYOUT, cache=KernelCache(tmp_path)) == []
+        again = pipeline.build(ir, LAYOUT, cache=KernelCache(tmp_path))
+    assert again == first
+
+    for damage in ("truncate", "others can write"):
+        if damage == "truncate":
+            kept.write_bytes(kept.read_bytes()[:40])
+        else:
+            kept.chmod(0o666)
+        monkeypatch.setattr(pipeline, "_BUILT", {})
+        lowered, lower = [], pipeline.lowered
+        with monkeypatch.context() as patch:
+            patch.setattr(pipeline, "lowered", lambda ir: lowered.append(ir) or lower(ir))
+            rebuilt = pipeline.build(ir, LAYOUT, cache=KernelCache(tmp_path))
+        assert lowered and rebuilt.source == first.source, damage
+
+    monkeypatch.setattr(pipeline, "KEEP_BUILDS", False)       # as tests that change an op do
+    monkeypatch.setattr(pipeline, "_BUILT", {})
+    pipeline.build(ir, LAYOUT, cache=KernelCache(tmp_path / "off"))
+    assert not list((tmp_path / "off").glob("build_*"))
+
+
 def test_kernels_compile_interleaved_and_other_numba_code_does_not():
     """LLVM's small-loop cost is raised only while a kernel compiles: a chain of ops compiled
     inside has more multiplies (interleaved vectors), and numba code compiled after it as
