@@ -420,10 +420,10 @@ def _llvm_lock_events_off() -> Iterator[None]:
     """numba registers callbacks on llvmlite's lock that broadcast a start and an end event on
     every LLVM call, for its compile timers: loading a cached kernel makes ~400 such calls
     (its functions' names and declarations), and the events took 7-12% of a warm start
-    (ViT int8 0.255 -> 0.225 s, ConvNeXt int8 0.307 -> 0.281 s). Meanwhile they are off; their list is swapped under the lock's
-    own RLock, which every LLVM call holds from its callbacks on entry to those on exit, so no
-    call sees one without the other. The only loss: numba's `llvm_lock` timer of these
-    kernels."""
+    (ViT int8 0.255 -> 0.225 s, ConvNeXt int8 0.307 -> 0.281 s). Meanwhile they are off:
+    their list is swapped under the lock's own RLock, which every LLVM call holds from its
+    callbacks on entry to those on exit, so no call sees one without the other. The only
+    loss: numba's `llvm_lock` timer of these kernels."""
     lock = getattr(binding.ffi.lib, "_lock", None)
     if not (isinstance(getattr(lock, "_cblist", None), list) and hasattr(lock, "_lock")):
         yield                                 # another llvmlite's lock: leave it alone
