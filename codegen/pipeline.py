@@ -72,10 +72,13 @@ def build(ir: KernelIR, layout: TensorTableLayout, target: Target | None = None,
     key = _key(ir, layout, target)
     if key is None:
         return _build(lowered(ir), layout, target, cache)
-    if key not in _BUILT and not _read_kept(key, cache):
-        built = _build(_LOWERED.pop(key, None) or lowered(ir), layout, target, cache)
+    if key not in _BUILT:
+        # island_kernels lowered it only when the cache had no build of it: no second look.
+        built = None if key in _LOWERED else _read_kept(key, cache)
+        if built is None:
+            built = _build(_LOWERED.pop(key, None) or lowered(ir), layout, target, cache)
+            _keep(key, built, cache)
         _remember(key, built)
-        _keep(key, built, cache)
     return _BUILT[key]
 
 
@@ -98,7 +101,11 @@ def island_kernels(ir: KernelIR, layout: TensorTableLayout, target: Target | Non
     them one at a time; none where the build is kept already."""
     target = target or numba_target()
     key = _key(ir, layout, target)
-    if key in _BUILT or key is not None and _read_kept(key, cache or _scratch_cache()):
+    if key in _BUILT:
+        return []
+    kept = _read_kept(key, cache or _scratch_cache()) if key is not None else None
+    if kept is not None:
+        _remember(key, kept)
         return []
     try:
         ir = lowered(ir)
@@ -120,23 +127,20 @@ def _kept_name(key: bytes) -> str:
     return f"build_{digest}.pickle"
 
 
-def _read_kept(key: bytes, cache: KernelCache) -> bool:
-    """Whether the build of `key` was kept in `cache`'s directory, now in memory too. Its
-    pickle is read from a directory only this user (or root) writes, as numba's own cache
-    entries are (compile.untrusted_reason); one that does not load is rebuilt."""
+def _read_kept(key: bytes, cache: KernelCache) -> Built | None:
+    """The build of `key` kept in `cache`'s directory, if any. Its pickle is read from a
+    directory only this user (or root) writes, as numba's own cache entries are
+    (compile.untrusted_reason); one that does not load is rebuilt."""
     if not KEEP_BUILDS:
-        return False
+        return None
     content = cache.read_kept(_kept_name(key))
     if content is None:
-        return False
+        return None
     try:
         built = pickle.loads(content)
     except Exception:  # noqa: BLE001 - damaged or written by another version: build again
-        return False
-    if not isinstance(built, Built):
-        return False
-    _remember(key, built)
-    return True
+        return None
+    return built if isinstance(built, Built) else None
 
 
 def _keep(key: bytes, built: Built, cache: KernelCache) -> None:
