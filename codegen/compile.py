@@ -3,8 +3,9 @@
 Like numba's CFunc: look the source up, or else compile and store. The key is a hash of the
 source text (which encodes shapes, dtypes and literal constants), the numba and llvmlite
 versions and numba's target CPU and features (codegen.target). On disk a kernel is
-`<dir>/<name>_<key>.py` (written atomically, checked against its hash before use) plus numba's
-own cache files beside it; anything unreadable or corrupt is a miss and is rebuilt, never
+`<dir>/<name>_<key>.py` (written atomically, checked against its hash before use), numba's
+own cache files beside it, and `<name>_<key>.native`, the machine code a warm start links
+(codegen.machine_code); anything unreadable or corrupt is a miss and is rebuilt, never
 trusted.
 """
 from __future__ import annotations
@@ -22,9 +23,10 @@ import sys
 import tempfile
 import threading
 import time
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Iterator
+from types import ModuleType
+from typing import TYPE_CHECKING, Callable, Iterator
 
 import llvmlite
 import numba
@@ -34,6 +36,7 @@ from numba.core import caching, ir, ir_utils
 from numba.core.compiler import CompilerBase, DefaultPassBuilder
 from numba.core.compiler_lock import global_compiler_lock
 
+from . import machine_code
 from .target import numba_target
 
 if TYPE_CHECKING:
@@ -92,10 +95,16 @@ class Kernel:
     address: int                    # TfLiteStatus (*)(TfLiteContext*, TfLiteNode*)
     cache_hit: str                  # "memory", "disk" or "" (compiled now)
     compile_seconds: float
-    loop: object                    # the numba dispatcher of the loop nest
-    entry: object                   # the numba CFunc (kept alive: it owns the machine code)
+    module: Callable[[], ModuleType] = field(repr=False, compare=False)
+                                    # the kernel's module, imported through numba when
+                                    # first asked for where its machine code was linked
     part_address: int = 0           # void (*)(void* arguments, size_t part): a kernel with
                                     # parts runs each as this task on a pool (run_nests)
+
+    @property
+    def loop(self):
+        """The numba dispatcher of the loop nest (islands run it on their codes)."""
+        return getattr(self.module(), self.name)
 
     def inspect_asm(self) -> str:
         """Assembly of the loop nest, to check what LLVM made of it."""
@@ -188,17 +197,21 @@ class KernelCache:
         self.write_kept(file_name, buffer.getvalue())
 
     def read_kept(self, file_name: str) -> bytes | None:
-        """A file kept beside the kernels (an island's table, a build), from the cache
-        directory or else a shipped one; None where there is none this process may trust."""
+        """A file kept beside the kernels (an island's table, a build, machine code), from the
+        cache directory or else a shipped one; None where there is none this process may
+        trust."""
+        path = self._kept_path(file_name)
+        try:
+            return path.read_bytes() if path is not None else None
+        except OSError:
+            return None
+
+    def _kept_path(self, file_name: str) -> Path | None:
         directory, shipped = self._directories()
         for folder in filter(None, (directory, shipped)):
             path = folder / file_name
-            if not path.is_file() or _foreign(path):
-                continue
-            try:
-                return path.read_bytes()
-            except OSError:
-                continue
+            if path.is_file() and not _foreign(path):
+                return path
         return None
 
     def write_kept(self, file_name: str, content: bytes) -> None:
@@ -218,12 +231,14 @@ class KernelCache:
         if not missing:
             return []
         directory, shipped = self._directories()
-        indexed = _indexed(directory) | (_indexed(shipped) if shipped else set())
+        indexed = functools.cache(
+            lambda: _indexed(directory) | (_indexed(shipped) if shipped else set()))
         paths = []
         for name, source, key in missing:
             path = directory / f"{name}_{key}.py"
-            if (path.stem in indexed and (
-                    _holds(path, source) or shipped and _holds(shipped / path.name, source))):
+            if self._kept_path(path.with_suffix(".native").name) or (
+                    path.stem in indexed() and (
+                        _holds(path, source) or shipped and _holds(shipped / path.name, source))):
                 continue
             if not _holds(path, source):
                 _remove_numba_cache(path)
@@ -253,6 +268,32 @@ class KernelCache:
 
     def _load(self, name: str, source: str, key: str) -> Kernel:
         start = time.perf_counter()
+        hit = "" if key in self._ahead else "disk"
+        kept = self._kept_path(f"{name}_{key}.native")
+        try:
+            with _llvm_lock_events_off():
+                addresses = machine_code.link(kept.read_bytes()) if kept is not None else None
+        except OSError:
+            addresses = None
+        if addresses is not None:
+            return Kernel(name=name, source=source, path=kept.with_suffix(".py"),
+                          address=addresses["invoke"], cache_hit=hit,
+                          compile_seconds=time.perf_counter() - start,
+                          module=functools.cache(lambda: self._module(name, source, key)[0]),
+                          part_address=addresses.get("part", 0))
+        if kept is not None:
+            log.debug("kept machine code %s unusable; loading the kernel through numba",
+                      kept.name)
+        module, path = self._module(name, source, key)
+        entry = getattr(module, f"{name}_invoke")
+        part = getattr(module, f"{name}_part", None)
+        return Kernel(name=name, source=source, path=path, address=entry.address,
+                      cache_hit=hit if entry.cache_hits else "",
+                      compile_seconds=time.perf_counter() - start, module=lambda: module,
+                      part_address=part.address if part is not None else 0)
+
+    def _module(self, name: str, source: str, key: str) -> tuple[ModuleType, Path]:
+        """The kernel's module, loaded from numba's cache or compiled, and its file."""
         directory, shipped = self._directories()
         module = _load_shipped(shipped / f"{name}_{key}.py", source) if shipped else None
         path = directory / f"{name}_{key}.py"
@@ -271,13 +312,7 @@ class KernelCache:
                 module = _import(path)
             except Exception as error:
                 raise CompileError(f"numba could not compile {name}: {error}", str(path)) from error
-        entry = getattr(module, f"{name}_invoke")
-        loop = getattr(module, name)
-        part = getattr(module, f"{name}_part", None)
-        hit = "disk" if entry.cache_hits and key not in self._ahead else ""
-        return Kernel(name=name, source=source, path=path, address=entry.address,
-                      cache_hit=hit, compile_seconds=time.perf_counter() - start, loop=loop,
-                      entry=entry, part_address=part.address if part is not None else 0)
+        return module, path
 
 
 def _indexed(directory: Path) -> set[str]:
@@ -389,7 +424,8 @@ def _remove_numba_cache(path: Path) -> None:
 
 def _import(path: Path):
     """Import a generated module under a unique name (numba's cache needs a real file); its
-    decorators compile the kernel, or load it from numba's cache."""
+    decorators compile the kernel, or load it from numba's cache. Machine code compiled now is
+    kept beside the module (codegen.machine_code)."""
     name = f"fusion_delegate_kernels.{path.stem}"
     spec = importlib.util.spec_from_file_location(name, path)
     module = importlib.util.module_from_spec(spec)
@@ -402,6 +438,12 @@ def _import(path: Path):
     except BaseException:
         del sys.modules[name]
         raise
+    code = machine_code.machine_code(module, path.stem.rsplit("_", 1)[0])
+    if code is not None:
+        try:
+            write_atomic(path.with_suffix(".native"), code)
+        except OSError as error:
+            log.debug("%s not kept: %s", path.with_suffix(".native").name, error)
     return module
 
 

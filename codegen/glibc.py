@@ -3,20 +3,20 @@
 symbols (codegen.fixedpoint_numba)."""
 from __future__ import annotations
 
+import ctypes
+
 import numpy as np
-from numba import njit, types
+from numba import cfunc, types
 
 NAMES = ("tanhf", "expf", "expm1f", "logf", "erfcf")
 tanhf, expf, expm1f, logf, erfcf = (types.ExternalFunction(name, types.float32(types.float32))
                                     for name in NAMES)
 
 
-@njit(cache=True)
-def over(function, x):
-    """glibc function number `function` (of NAMES) of each element of the float32 vector `x`;
-    compiled once and cached, for every function: compiling it cost each new process seconds."""
-    out = np.empty_like(x)
-    for i in range(x.shape[0]):
+@cfunc(types.void(types.int64, types.CPointer(types.float32), types.CPointer(types.float32),
+                  types.intp), cache=True)
+def _over(function, x, out, size):
+    for i in range(size):
         v = x[i]
         if function == 0:
             out[i] = tanhf(v)
@@ -28,4 +28,17 @@ def over(function, x):
             out[i] = logf(v)
         else:
             out[i] = erfcf(v)
+
+
+_OVER = ctypes.CFUNCTYPE(None, ctypes.c_int64, ctypes.c_void_p, ctypes.c_void_p,
+                         ctypes.c_ssize_t)(_over.address)
+
+
+def over(function: int, x: np.ndarray) -> np.ndarray:
+    """glibc function number `function` (of NAMES) of each element of the contiguous float32
+    vector `x`. A C callback compiled once and cached, for every function (compiling it cost
+    each new process seconds), and called through ctypes: a numba dispatcher's first call with
+    an array imports numpy.ma (20 ms of a warm start) to type it."""
+    out = np.empty_like(x)
+    _OVER(function, x.ctypes.data, out.ctypes.data, x.shape[0])
     return out

@@ -130,8 +130,29 @@ def reduction_unsupported(op: str, input: QParams, output: QParams, shape: Seque
 def _hw_mean_rounds_alike(low: int, high: int, multiplier: int, shift: int, bias: int,
                           qmin: int, qmax: int) -> bool:
     """optimized_integer_ops::Mean's vector blocks and scalar tail give every sum in [low,
-    high] the same code. Every reachable sum is tried, and the same node is asked about by its
-    claim, by partition selection and by kernel prepare: cached."""
+    high] the same code. The same node is asked about by its claim, by partition selection and
+    by kernel prepare: cached.
+
+    For a right shift r the two share y = SRDHM(sum, multiplier) and differ only where y is a
+    negative tie (y mod 2**r == 2**(r-1)): RoundingDivideByPOT gives k = y >> r, the vector
+    shift k + 1, one code apart unless a clamp joins them. y is monotonic in the sum and steps
+    by at most 1 (multiplier < 2**31), so it takes every value between its ends: the ties are
+    those k with k * 2**r + 2**(r-1) in [y(low), min(y(high), -1)], and the means agree when
+    none has k + bias within [qmin, qmax - 1]. Otherwise (a left shift) every sum is tried."""
+    if shift < 0 and 0 <= multiplier <= fp.INT32_MAX:
+        right = -shift
+        first, last = (int(fp.saturating_rounding_doubling_high_mul(np.int64(end), multiplier))
+                       for end in (low, high))
+        half = 1 << (right - 1)
+        ties = range(-((half - first) >> right), ((min(last, -1) - half) >> right) + 1)
+        codes_apart = range(qmin - bias, qmax - bias)
+        return max(ties.start, codes_apart.start) >= min(ties.stop, codes_apart.stop)
+    return _hw_mean_sums_alike(low, high, multiplier, shift, bias, qmin, qmax)
+
+
+def _hw_mean_sums_alike(low: int, high: int, multiplier: int, shift: int, bias: int,
+                        qmin: int, qmax: int) -> bool:
+    """_hw_mean_rounds_alike by trying every sum in [low, high]."""
     sums = np.arange(low, high + 1, dtype=np.int64)
     scalar = fp.multiply_by_quantized_multiplier(sums, multiplier, shift)
     blocks = fp.multiply_by_quantized_multiplier_4rows(sums, multiplier, shift)

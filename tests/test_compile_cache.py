@@ -2,6 +2,7 @@
 blindly."""
 import json
 import os
+import pickle
 import subprocess
 import sys
 from pathlib import Path
@@ -9,6 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from codegen import machine_code
 from codegen.compile import CompileError, KernelCache, cache_key
 from conftest import ROOT, builtin_interpreter, run
 from fusion_delegate import FusionDelegate
@@ -27,7 +29,9 @@ interpreter = builtin_interpreter(open({model!r}, "rb").read(), [delegate],
                                   num_threads={threads})
 x = np.arange(np.prod({shape}), dtype=np.float32).reshape({shape}) / 7
 out = run(interpreter, [x])[0]
-print(json.dumps({{"hits": [k.kernel.cache_hit for k in delegate.kernels.values()],
+print(json.dumps({{"modules_imported": [m for m in sys.modules
+                                         if m.startswith("fusion_delegate_kernels.")],
+                  "hits": [k.kernel.cache_hit for k in delegate.kernels.values()],
                   "parallel": ["_part(arguments, part)" in k.kernel.source for k in delegate.kernels.values()],
                   "out": out.ravel()[::97].tolist()}}))
 """
@@ -66,8 +70,11 @@ def test_second_process_initialises_without_compiling(tmp_path, shape, threads):
 @pytest.mark.parametrize("damage", ["garble_source", "truncate_numba_index",
                                     "garble_numba_data"])
 def test_corrupt_cache_entry_is_a_miss_and_is_rebuilt(tmp_path, damage):
+    """numba's entries damaged (the kept machine code gone, so that they are what loads)."""
     cache = tmp_path / "cache"
     expected = in_new_process(tmp_path, cache)["out"]
+    [kept] = cache.glob("*.native")
+    kept.unlink()
     if damage == "garble_source":
         [source] = cache.glob("*.py")
         source.write_text(source.read_text().replace("def ", "def broken syntax "))
@@ -82,6 +89,46 @@ def test_corrupt_cache_entry_is_a_miss_and_is_rebuilt(tmp_path, damage):
     again = in_new_process(tmp_path, cache)
     assert again["hits"] == [""]
     assert again["out"] == expected
+
+
+@pytest.mark.parametrize("damage", ["truncate", "garble", "other_python", "missing_symbol",
+                                    "wrong_entry_name"])
+def test_damaged_machine_code_loads_the_kernel_through_numba(tmp_path, damage):
+    """Kept machine code (codegen.machine_code) that is damaged, for another Python, needs a
+    symbol this process lacks or names no function: never linked (an unresolved symbol would
+    end the process), the kernel loads from numba's cache instead, same results."""
+    cache = tmp_path / "cache"
+    expected = in_new_process(tmp_path, cache)["out"]
+    [kept] = cache.glob("*.native")
+    data = kept.read_bytes()
+    if damage in ("truncate", "garble"):
+        data = data[: len(data) // 2] if damage == "truncate" else bytes(b ^ 0x5A for b in data)
+    else:
+        record = pickle.loads(data)
+        symbol, code, outside = record["functions"]["invoke"]
+        if damage == "other_python":
+            record["python"] = "cpython-27"
+        elif damage == "missing_symbol":
+            outside = [*outside, "fusion_delegate_no_such_symbol"]
+        else:
+            symbol = symbol + "_none"
+        record["functions"]["invoke"] = (symbol, code, outside)
+        data = pickle.dumps(record)
+    kept.write_bytes(data)
+    assert machine_code.link(data) is None
+    again = in_new_process(tmp_path, cache)
+    assert again["hits"] == ["disk"]
+    assert again["out"] == expected
+
+
+def test_kept_machine_code_runs_without_importing_the_kernel_module(tmp_path):
+    """A warm start links the kept objects: the kernel's module is not imported (numba's
+    loader not run) until its loop is asked for."""
+    cache = tmp_path / "cache"
+    first = in_new_process(tmp_path, cache)
+    second = in_new_process(tmp_path, cache)
+    assert second["hits"] == ["disk"] and second["out"] == first["out"]
+    assert second["modules_imported"] == []
 
 
 def test_kernels_outlive_kernel_objects_in_memory(tmp_path, rng):

@@ -509,6 +509,27 @@ def test_random_quantized_reductions_match_builtin_kernels_bit_for_bit(case, see
                 np.testing.assert_array_equal(got, want)
 
 
+@settings(max_examples=400, deadline=None)
+@given(count=st.integers(1, 4096), uint8=st.booleans(), multiplier=st.integers(0, 2**31 - 1),
+       shift=st.integers(-31, 2), bias=st.integers(-300, 300))
+def test_hw_mean_tie_check_agrees_with_trying_every_sum(count, uint8, multiplier, shift, bias):
+    """The closed form of quant_rows._hw_mean_rounds_alike (the ties of the shared
+    SRDHM, by its ends) gives the verdict of computing both roundings of every sum."""
+    from codegen.quant_rows import _hw_mean_rounds_alike, _hw_mean_sums_alike
+    qmin, qmax = (0, 255) if uint8 else (-128, 127)
+    args = (count * qmin, count * qmax, multiplier, shift, bias, qmin, qmax)
+    assert _hw_mean_rounds_alike(*args) == _hw_mean_sums_alike(*args)
+
+
+def test_hw_mean_tie_check_finds_a_tie_that_changes_a_code():
+    """Multiplier 2**30 halves the sum, shift -1 halves it again: every negative odd half is a
+    tie the two roundings put one code apart, and bias 0 keeps them inside int8's range."""
+    from codegen.quant_rows import _hw_mean_rounds_alike, _hw_mean_sums_alike
+    args = (2 * -128, 2 * 127, 1 << 30, -1, 0, -128, 127)
+    assert not _hw_mean_sums_alike(*args)
+    assert not _hw_mean_rounds_alike(*args)
+
+
 def int8_layernorm(shape: tuple[int, ...]) -> bytes:
     """An int8 LayerNorm as the TF converter writes it (the corpus ConvNeXt's)."""
     b = ModelBuilder()
