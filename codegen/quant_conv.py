@@ -29,7 +29,7 @@ import numpy as np
 
 from .fixedpoint import multiply_by_quantized_multiplier, multiply_by_quantized_multiplier_4rows
 from .qparams import QParams, QuantError
-from .quant_prepare import activation_range_quantized, quantize_multiplier
+from .quant_prepare import activation_range_quantized, quantize_multipliers
 
 #: Output channels optimized_ops::Quantize takes per NEON block.
 QUANTIZE_BLOCK = 8
@@ -81,11 +81,12 @@ def prepare_depthwise(data: QParams, filter_scales: tuple[float, ...], output: Q
     if len(filter_scales) not in (1, channels):
         raise QuantError(f"{len(filter_scales)} filter scales for {channels} channels")
     scales = filter_scales * channels if len(filter_scales) == 1 else filter_scales
-    pairs = [quantize_multiplier(float(data.scale) * float(np.float32(s)) / float(output.scale))
-             for s in scales]
+    multipliers, shifts = quantize_multipliers(
+        float(data.scale) * np.asarray(scales, np.float32).astype(np.float64)
+        / float(output.scale))
     qmin, qmax = activation_range_quantized(activation, output)
     return DepthwiseRequant(-data.zero_point, output.zero_point, qmin, qmax,
-                            tuple(m for m, _ in pairs), tuple(s for _, s in pairs),
+                            tuple(multipliers.tolist()), tuple(shifts.tolist()),
                             channels - channels % QUANTIZE_BLOCK, bound)
 
 

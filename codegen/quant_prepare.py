@@ -46,6 +46,19 @@ def quantize_multiplier(real: float) -> tuple[int, int]:
     return q_fixed, shift
 
 
+def quantize_multipliers(reals: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """quantize_multiplier of each of `reals` (float64), as int64 multipliers and shifts: the
+    same double arithmetic at once, for a convolution's hundreds of channels."""
+    if not np.isfinite(reals).all():
+        raise QuantError(f"multipliers {reals[~np.isfinite(reals)][:3]} are not finite")
+    q, shift = np.frexp(reals)
+    fixed = np.copysign(np.floor(np.abs(q * 2.0 ** 31) + 0.5), q).astype(np.int64)
+    top = fixed == 1 << 31
+    fixed, shift = np.where(top, fixed // 2, fixed), shift.astype(np.int64) + top
+    flushed = shift < -31
+    return np.where(flushed, 0, fixed), np.where(flushed, 0, shift)
+
+
 def quantize_multiplier_smaller_than_one_exp(real: float) -> tuple[int, int]:
     """QuantizeMultiplierSmallerThanOneExp: TFLITE_CHECKs 0 < real < 1 and shift <= 0 (a
     failed check aborts the process: QuantError here)."""

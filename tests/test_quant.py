@@ -26,7 +26,7 @@ from codegen.quant_parts import binary_parts
 from codegen.quant_paths import (ELEMENTWISE_BLOCK, REFERENCE, SCALAR_BLOCK, binary_paths,
                                  chain_regions)
 from codegen.quant_prepare import (activation_range_quantized, prepare_add, prepare_binary,
-                                   prepare_requantize, quantize_multiplier,
+                                   prepare_requantize, quantize_multiplier, quantize_multipliers,
                                    quantize_multiplier_smaller_than_one_exp)
 from codegen.quant_reference import (binary, binary_call, binary_grid, binary_scalar_table,
                                      dequantize, quantize, unary_call, unary_lookup, unary_table)
@@ -441,6 +441,19 @@ def test_quantize_multiplier_matches_the_definition():
     for real in np.exp(np.random.default_rng(0).uniform(-20, 20, 200)):
         m, s = quantize_multiplier(float(real))
         assert 1 << 30 <= m < 1 << 31 and abs(m * 2.0 ** (s - 31) / real - 1) < 2 ** -30
+
+
+def test_quantize_multipliers_is_quantize_multiplier_of_each():
+    """The array form (per-channel convolutions) gives the scalar form's pairs, edges too."""
+    rng = np.random.default_rng(1)
+    reals = np.concatenate([np.exp(rng.uniform(-30, 30, 5000)), -np.exp(rng.uniform(-5, 5, 50)),
+                            [0.0, 0.5, 1.0, 0.75, 1 - 2 ** -40, 2.0 ** -40, 2.0 ** -32,
+                             2.0 ** -31, 1 - 2 ** -33, 5e-324]])
+    multipliers, shifts = quantize_multipliers(reals)
+    assert [(int(m), int(s)) for m, s in zip(multipliers, shifts)] == \
+        [quantize_multiplier(float(r)) for r in reals]
+    with pytest.raises(QuantError):
+        quantize_multipliers(np.array([1.0, np.inf]))
 
 
 @pytest.mark.parametrize("activation, bounds", [(0, (-128, 127)), (1, (3, 127)),
