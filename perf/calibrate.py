@@ -20,8 +20,10 @@ fusion_delegate/worth.py has the model they are fitted to:
   times one. Its proxies (worth.PROXIES) priced LiteRT's int8 SOFTMAX, a builtin kernel, at a
   third of its cost (1.8 ns an element), and XNNPACK's float one at twice its.
 - Fused: an op's compute is c1_f = (T(5) - T(1)) / (4 n). Ops LLVM folds when repeated
-  (-(-h), abs(abs(h)), floor(floor(h))) come out free: they are one vector instruction, close
-  to free anyway. The one-NEG partition (one input, one output, no compute to speak of) timed
+  (abs(abs(h)), floor(floor(h)), relu(relu(h)), max(max(h, y), y): FOLDED) alternate with an
+  ADD of y in their fused chains, whose own compute comes off: repeated, they came out free,
+  yet a NaN-preserving clamp or max is a compare and a blend, 0.1 ns an element in a kernel
+  that computes rather than waits for memory (perf/README.md, session 30). The one-NEG partition (one input, one output, no compute to speak of) timed
   at every size is the memory-bound side (`fused`).
 - Python's invoke overhead, timed on a model without ops, is taken off both sides. XNNPACK's
   fixed cost per partition (a one-NEG model at SIZES[0], less its op) is taken off LiteRT's.
@@ -114,6 +116,10 @@ ALL_OPS = [*OPS, *QUANTIZED_OPS, *APPROXIMATED_OPS, *ROW_OPS]
 SEPARATOR = "ADD/int8"
 SEPARATED = tuple(f"{name}/int8" for name in sorted(XNNPACK_INT8)
                   if name in OPS and OPS[name].arity == 1)
+#: Float ops LLVM folds when repeated: their fused chains alternate with an ADD (BROADCAST_OP),
+#: whose own fused compute comes off.
+FOLDED = ("ABS", "CEIL", "FLOOR", "MAXIMUM", "MINIMUM", "RELU", "RELU6", "RELU_0_TO_1",
+          "RELU_N1_TO_1", "SIGN")
 
 Key = tuple  # ("litert" | "fused", op, k, n), or EMPTY
 Invoke = Callable[[], None]
@@ -149,8 +155,8 @@ def chain(name: str, k: int, n: int, channels: int = CHANNELS,
           separated: bool = False) -> bytes:
     """k times `h = op(h)`, or `h = op(h, y)` with y [channels] for a binary op; `OP/int8`:
     the same in int8, every tensor scale 0.05 and zero point 0 but where the op needs others;
-    `separated`: each op followed by SEPARATOR's (`h = ADD(h, y)`); `OP/fast`: the float chain
-    (the delegate fuses it under precision="fast")."""
+    `separated`: each op followed by an ADD of y (`h = ADD(h, y)`, in int8 for `OP/int8`);
+    `OP/fast`: the float chain (the delegate fuses it under precision="fast")."""
     op, _, variant = name.partition("/")
     dtype = variant if variant == "int8" else ""
     b = ModelBuilder(f"{op.lower()}_x{k}")
@@ -161,14 +167,15 @@ def chain(name: str, k: int, n: int, channels: int = CHANNELS,
     rng = np.random.default_rng(1)
     if (arity(op) == 2 or separated) and dtype:
         y = b.const("y", rng.integers(1, 40, channels).astype(np.int8), INT8)
-    elif arity(op) == 2:
+    elif arity(op) == 2 or separated:
         y = b.const("y", rng.uniform(0.5, 1.5, channels).astype(np.float32))
     separator = SEPARATOR.partition("/")[0]
     for _ in range(k):
         h = b.op(op, [h] if arity(op) == 1 else [h, y], op_options(op),
                  quantization=INT8_OUTPUTS.get(op, INT8) if dtype else None)
         if separated:
-            h = b.op(separator, [h, y], op_options(separator), quantization=INT8)
+            h = b.op(separator, [h, y], op_options(separator),
+                     quantization=INT8 if dtype else None)
     b.output(h)
     return b.to_bytes()
 
@@ -258,8 +265,9 @@ def group(name: str, n: int, threads: int, cache_dir: str) -> dict[Key, Invoke]:
                                                    threads, None) for k in K}
     fused = (K[:1] if name in ROW_OPS else K) if n == FUSED_SIZE else (1,) if name == BASE else ()
     precision = "fast" if name.endswith("/fast") else "exact"
-    methods.update({("fused", name, k, n): interpreter(chain(name, k, n), threads, cache_dir,
-                                                       precision=precision)
+    methods.update({("fused", name, k, n): interpreter(chain(name, k, n,
+                                                             separated=name in FOLDED),
+                                                       threads, cache_dir, precision=precision)
                     for k in fused})
     if name == BROADCAST_OP and n == FUSED_SIZE:
         methods.update({("broadcast", name, k, run): interpreter(chain(name, k, n, run), threads,
@@ -339,6 +347,8 @@ def fit(t: dict[Key, float], ops: list[str]) -> dict:
         step = (us[(method, name, K[1], n)] - us[(method, name, K[0], n)]) / (K[1] - K[0])
         if method == "litert" and name in SEPARATED:
             return step - per_op(method, SEPARATOR, n)
+        if method == "fused" and name in FOLDED:
+            return step - per_op(method, BROADCAST_OP, n)
         return step
 
     def split(n: int, sandwich: str = "split") -> float:

@@ -376,6 +376,18 @@ def test_calibration_separates_the_int8_tables_xnnpack_folds_when_chained():
     assert ops(calibrate.chain("LOGISTIC/int8", 3, 4096)) == ["LOGISTIC"] * 3
 
 
+def test_calibration_separates_the_float_ops_llvm_folds_when_repeated():
+    """relu(relu(h)) is relu(h) to LLVM: a fused chain of one such op cost what one does, and
+    the op came out free. Their fused chains alternate with a float ADD of a per-channel
+    constant, which is not folded, and whose cost perf/calibrate.py takes off."""
+    model = read_model(calibrate.chain("RELU", 3, 4096, separated=True))
+    graph = model.subgraphs[0]
+    assert [op.op for op in graph.operators] == ["RELU", "ADD"] * 3
+    assert all(t.dtype == np.float32 for t in graph.tensors)
+    assert {"RELU", "RELU6", "MAXIMUM", "MINIMUM", "ABS", "FLOOR"} <= set(calibrate.FOLDED)
+    assert calibrate.BASE not in calibrate.FOLDED     # its one-op partition is the memory line
+
+
 def test_a_calibration_update_replaces_only_the_ops_it_measured(tmp_path):
     path = tmp_path / "cost_model.json"
     path.write_text(worth.shipped_path().read_text())
