@@ -177,10 +177,8 @@ def model_params():
     if not MODELS:   # test_corpus_is_built_... skips or fails with the reason
         return [pytest.param(None, None, None, id="no-corpus",
                              marks=pytest.mark.skip(reason=missing_corpus()))]
-    # A float16 model shares most kernels with its float32 version (MobileNetV3-Small with
-    # min_speedup=0: 16 of 30): in one worker, the second of the two finds them compiled.
     return [pytest.param(m["id"], config, threads, id=f"{m['id']}-{config}-t{threads}",
-                         marks=pytest.mark.xdist_group(m["id"].replace("_float16", "_float32")))
+                         marks=pytest.mark.xdist_group(m["id"]))
             for m in MODELS for config in CONFIGS for threads in THREADS
             if threads == 1 or config == "defaults" or m["id"] in SPLIT_EVERYWHERE]
 
