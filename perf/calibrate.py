@@ -23,8 +23,9 @@ fusion_delegate/worth.py has the model they are fitted to:
   (abs(abs(h)), floor(floor(h)), relu(relu(h)), max(max(h, y), y): FOLDED) alternate with an
   ADD of y in their fused chains, whose own compute comes off: repeated, they came out free,
   yet a NaN-preserving clamp or max is a compare and a blend, 0.1 ns an element in a kernel
-  that computes rather than waits for memory (perf/README.md, session 30). The one-NEG partition (one input, one output, no compute to speak of) timed
-  at every size is the memory-bound side (`fused`).
+  that computes rather than waits for memory (perf/README.md, session 30). The one-NEG
+  partition (one input, one output, no compute to speak of) timed at every size is the
+  memory-bound side (`fused`).
 - Python's invoke overhead, timed on a model without ops, is taken off both sides. XNNPACK's
   fixed cost per partition (a one-NEG model at SIZES[0], less its op) is taken off LiteRT's.
 - `broadcast`: LiteRT's ADD at FUSED_SIZE with its per-channel operand [C] for C in
