@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import ctypes
 import math
+from struct import unpack
 from ctypes import (CFUNCTYPE, POINTER, Structure, c_bool, c_char_p, c_float, c_int, c_int32,
                     c_int64, c_size_t, c_uint64, c_void_p)
 
@@ -298,23 +299,24 @@ def check_layout() -> None:
 
 def int_array(ptr) -> tuple[int, ...]:
     """A TfLiteIntArray* as a tuple (an empty tuple for NULL)."""
-    return _array(ptr, c_int, "TfLiteIntArray")
+    return _array(ptr, "i", "TfLiteIntArray")
 
 
 def float_array(ptr) -> tuple[float, ...]:
     """A TfLiteFloatArray* as a tuple (an empty tuple for NULL)."""
-    return _array(ptr, c_float, "TfLiteFloatArray")
+    return _array(ptr, "f", "TfLiteFloatArray")
 
 
-def _array(ptr, item, name: str) -> tuple:
-    """The items of a TfLite array struct: an int size, then the items (4 bytes each)."""
+def _array(ptr, item: str, name: str) -> tuple:
+    """The items of a TfLite array struct: an int size, then the items (4 bytes each, of
+    struct format `item`). Read as bytes: a delegate Prepare reads a thousand of them."""
     if not ptr:
         return ()
-    address = ctypes.cast(ptr, c_void_p).value
-    size = ctypes.c_int.from_address(address).value
+    address = c_void_p.from_buffer(ptr).value
+    size = c_int.from_address(address).value
     if size < 0 or size > 1 << 24:
         raise AbiMismatchError(f"{name} of size {size} ({runtime_version()})")
-    return tuple((item * size).from_address(address + 4))
+    return unpack(f"{size}{item}", ctypes.string_at(address + 4, 4 * size))
 
 
 class IntArray:

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Sequence
 
 from codegen.ir import KernelIR
 from codegen.nests import ElementwiseNest, Schedule
-from codegen.ops import OPS, REDUCTIONS, TRANSCENDENTAL
+from codegen.ops import ACTIVATIONS, FLT_MAX, OPS, REDUCTIONS, TRANSCENDENTAL
 from codegen.composites import COMPOSITES
 from codegen.quant_ops import CONVERSIONS, XNNPACK_INT8
 
@@ -29,6 +29,12 @@ if TYPE_CHECKING:
 ELEMENTWISE = frozenset(OPS) | CONVERSIONS
 #: The op of an int8 kernel's table lookup (codegen.lower: a chain of int8 unary ops).
 LOOKUP = "LUT"
+#: The op whose fused cost prices a float op's fused activation clamp (RELU, RELU6,
+#: RELU_N1_TO_1): XNNPACK clamps inside its op's kernel for free; the fused kernel's clamp
+#: keeps NaN, two compares and selects per element, 0.10-0.19 ns where the kernel's
+#: arithmetic bounds it on Emerald Rapids (perf/README.md, "Fused activations and the cut,
+#: priced at 2 threads").
+CLAMP = "RELU6"
 
 
 @dataclass(frozen=True)
@@ -38,6 +44,7 @@ class CostKey:
     elements: int           # of its output; of its input for a reduction or a row op
     run: int | None = None  # what XNNPACK's kernel covers per call (broadcast_run); None: all
     inputs: int = 1         # its operands of its output's size, which LiteRT reads from memory
+    litert: bool = True     # False: work only the fused kernel does (a fused activation's clamp)
 
 
 @dataclass(frozen=True)
@@ -133,11 +140,14 @@ def cost_keys(ir: KernelIR) -> list[CostKey]:
     a chain of them is one table lookup fused), and for one precision="fast" approximates
     `OP/fast` (same LiteRT cost, cheaper fused). A reduction or a composite row op (SOFTMAX,
     lowered to several ops: counted once) by its input's elements. Whole inputs: a residual
-    ADD's two; swish's MUL reads x and LOGISTIC(x), made inside a SWISH op."""
+    ADD's two; swish's MUL reads x and LOGISTIC(x), made inside a SWISH op. A float op's fused
+    activation clamp, which LiteRT does inside the op, is the fused kernel's work alone."""
     keys, seen = [], set()
     for op in ir.ops:
         values = [ir.value(t) for t in (*op.inputs, op.output)]
         quantized = [v.dtype for v in values if v.quantized]
+        if not quantized and clamps(dict(op.params).get("activation", 0)):
+            keys.append(CostKey(CLAMP, math.prod(values[-1].shape), litert=False))
         whole = sum(math.prod(v.shape) == math.prod(values[-1].shape) for v in values[:-1])
         for node, name in op.sources:
             if (node, name) in seen:
@@ -157,6 +167,12 @@ def cost_keys(ir: KernelIR) -> list[CostKey]:
                    if len(op.inputs) == 2 else elements)
             keys.append(CostKey(name, elements, run, inputs))
     return keys
+
+
+def clamps(activation: int) -> bool:
+    """Whether a float op's fused activation clamps finite values (RELU, RELU6,
+    RELU_N1_TO_1); the others only turn +-inf into +-FLT_MAX, left out of the fast loop."""
+    return activation in ACTIVATIONS and ACTIVATIONS[activation][1] != -FLT_MAX
 
 
 def nest_traffic(built: Built) -> list[NestTraffic]:

@@ -25,10 +25,18 @@ MIN_SAVING_US = 0.5
 #: At more than one thread, a partition cut out of XNNPACK's work whose inputs XNNPACK's
 #: threads make must be predicted at least this much faster, whatever min_speedup's margin:
 #: XNNPACK runs its ops on its pool, our kernel beside it on one thread. Not for an input a
-#: builtin kernel makes, which XNNPACK's threads do not share.
-THREADED_MIN_SPEEDUP = 1.8
+#: builtin kernel makes, which XNNPACK's threads do not share. With the cut priced whole at
+#: more threads (worth.CostModel.predict), 1.4: the fuzz's int8 case 3, predicted 1.20x at 2
+#: threads, ran 0.44x in place; case 15, predicted 1.44x, gained 1.20x (perf/README.md, "Fused
+#: activations and the cut, priced at 2 threads").
+THREADED_MIN_SPEEDUP = 1.4
 #: Binary ops XNNPACK runs, float32 and int8, in one pass over their operands.
 MEMORY_SPEED_BINARY = frozenset({"ADD", "SUB", "MUL"})
+#: ... and from broadcast runs this long on, in calls long enough that their cost is nothing
+#: (features.broadcast_run): alone, such an op has nothing to fuse. An int8 ADD of a [228]
+#: constant over [1, 8, 16, 228] ran 0.96x fused, predicted 1.34x (perf/README.md, "Fused
+#: activations and the cut, priced at 2 threads").
+LONG_RUN = 128
 #: A depthwise convolution is claimed from this many taps (kernel height x width) on: fused,
 #: the 5x5 and 7x7 ones made whole models faster, the 3x3 ones slower though each alone was
 #: faster than XNNPACK's (perf/README.md, "Depthwise convolutions").
@@ -138,6 +146,10 @@ class ClaimPolicy:
             if op.name.split("/")[0] in MEMORY_SPEED_BINARY and op.inputs == 2:
                 return NotClaimed("one {} of two whole tensors: XNNPACK runs it at memory "
                                   "speed, nothing to fuse", op.name)
+            run = op.elements if op.run is None else op.run
+            if op.name.split("/")[0] in MEMORY_SPEED_BINARY and run >= LONG_RUN:
+                return NotClaimed("one {} broadcasting in runs of {}: XNNPACK runs it at memory "
+                                  "speed, nothing to fuse", op.name, run)
         if self.pays(prediction):
             return None
         return NotClaimed("not worth it (predicted {:.2f}x LiteRT, {:+.1f} us)",

@@ -25,9 +25,14 @@ and L3: an element costs several times more past them).
   elementwise ops sit between ops XNNPACK runs. It grows with the tensors at the cut and with
   threads, so it is a line in elements like the others: `split` next to elementwise ops, which
   XNNPACK runs in place on data still in cache (a cut takes that away), `split_heavy` next to
-  convolutions and matmuls, which read and write buffers of their own anyway. The line is
-  scaled by the share of the partition that is memory traffic: a cut takes away what fusing
-  saves in passes over memory, not what it saves in arithmetic.
+  convolutions and matmuls, which read and write buffers of their own anyway. At one thread
+  the line is scaled by the share of the partition that is memory traffic: a cut takes away
+  what fusing saves in passes over memory, not what it saves in arithmetic. At more, it is
+  priced whole: our kernel runs on one core between ops XNNPACK splits over its threads, so
+  it reads what two cores wrote and writes what two will read, beside XNNPACK's worker
+  spinning, whatever its arithmetic (a fused TANH over [1, 32, 64, 13] between convolutions
+  took 11 us at 1 thread and 22 at 2; perf/README.md, "Fused activations and the cut, priced
+  at 2 threads").
 - With more than one thread, where a builtin kernel (one thread) makes the partition's input,
   XNNPACK's ops on it cost what they cost on one thread: its threads find the input in another
   core's cache (perf/after_builtin.py). Our kernel runs on the core that made the input, so of
@@ -131,12 +136,14 @@ class Broadcast:
     factors: tuple[float, ...]
 
     def factor(self, run: int) -> float:
-        """That of the longest measured run up to `run` (the shortest's below them all); runs
-        longer than all measured cost what the calibration's own (longer still) does."""
+        """That of the longest measured run up to `run`; below them all, the shortest's grown
+        as 1/run, a cost per call (ADD at 64K elements on Emerald Rapids: 9.4x at runs of 8,
+        19.9x at 4, 27x at 3, 39.6x at 2); runs longer than all measured cost what the
+        calibration's own (longer still) does."""
         if not self.runs or run > self.runs[-1]:
             return 1.0
         below = [f for r, f in zip(self.runs, self.factors) if r <= run]
-        return below[-1] if below else self.factors[0]
+        return below[-1] if below else self.factors[0] * self.runs[0] / max(run, 1)
 
 
 @dataclass(frozen=True)
@@ -198,37 +205,39 @@ class CostModel:
 
     def predict(self, partition: PartitionFeatures, threads: int = 1,
                 vector_bytes: int | None = None) -> Prediction:
-        """The cut is priced at the share of the partition that is traffic: the fused
-        kernel's memory time over LiteRT's time for the ops. A cut beside XNNPACK's ops takes
-        away what fusing saves in passes over memory (those ops find their data in cache), not
-        what it saves in arithmetic: priced whole, partitions that gained in their
-        neighbourhoods were predicted to lose (perf/README.md). Kernels of `vector_bytes`
-        (default: the fit's) narrower than the fit's compute that many times slower than where
-        the model was fitted, beside an XNNPACK that does not."""
+        """At one thread the cut is priced at the share of the partition that is traffic:
+        the fused kernel's memory time over LiteRT's time for the ops. A cut beside XNNPACK's
+        ops takes away what fusing saves in passes over memory (those ops find their data in
+        cache), not what it saves in arithmetic: priced whole, partitions that gained in their
+        neighbourhoods were predicted to lose (perf/README.md). At more threads it is priced
+        whole, except where a builtin kernel makes an input (as at one thread, and halved).
+        Kernels of `vector_bytes` (default: the fit's) narrower than the fit's compute that
+        many times slower than where the model was fitted, beside an XNNPACK that does not."""
         shortfall = max(1.0, self.vector_bytes / vector_bytes) if vector_bytes else 1.0
         costs = self.costs(threads)
         one_thread_input = partition.builtin_input and threads > 1
         litert_costs = self.costs(1) if one_thread_input else costs
         sizes = [nest.elements for nest in partition.nests]
-        per_op = [(proxy, key.elements,
+        per_op = [(proxy, key.elements, key.litert,
                    self.broadcast_factor(litert_costs, key.name, key.elements, key.run))
                   for key in partition.ops
                   for proxy in ((key.name,) if key.name in costs.ops
                                 else PROXIES.get(key.name, (key.name,)))]
         ops_us = sum(self.op_cost(litert_costs, proxy).litert.us(elements, self.breaks) * factor
-                     for proxy, elements, factor in per_op)
+                     for proxy, elements, litert, factor in per_op if litert)
         ops_us += sum(self.stream_us(litert_costs, key.elements) * (key.inputs - 1)
-                      for key in partition.ops
-                      if key.inputs > 1 and key.name.partition("/")[2] in ("", "fast"))
+                      for key in partition.ops if key.litert
+                      and key.inputs > 1 and key.name.partition("/")[2] in ("", "fast"))
         litert = litert_costs.litert_first.us(max(sizes, default=0), self.breaks) + ops_us
         c0 = costs.fused.c0_us
         memory_us = sum(costs.fused.us(nest.elements, self.breaks) - c0
                         + self.stream_us(costs, nest.elements) * nest.extra_streams
                         for nest in partition.nests)
         compute_us = shortfall * sum(self.op_cost(costs, proxy).fused_ns * elements
-                                     for proxy, elements, _ in per_op) / 1e3
-        memory_bound = min(1.0, memory_us / ops_us) if ops_us > 0 else 1.0
-        split = self.cut_us(partition.cut, costs, max(sizes, default=0)) * memory_bound
+                                     for proxy, elements, _, _ in per_op) / 1e3
+        split = self.cut_us(partition.cut, costs, max(sizes, default=0))
+        if threads <= 1 or one_thread_input:
+            split *= min(1.0, memory_us / ops_us) if ops_us > 0 else 1.0
         if one_thread_input:
             split /= 2
         return Prediction(litert, c0 + max(memory_us, compute_us) + split, split, threads,

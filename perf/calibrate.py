@@ -76,7 +76,7 @@ from codegen.quant_ops import XNNPACK_INT8  # noqa: E402
 from codegen.target import numba_target  # noqa: E402
 from fusion_delegate import FusionDelegate  # noqa: E402
 from fusion_delegate.features import (  # noqa: E402
-    CostKey, NestTraffic, PartitionFeatures, broadcast_run)
+    CLAMP, CostKey, NestTraffic, PartitionFeatures, broadcast_run, clamps)
 from fusion_delegate.model import ModelBuilder, Quantization, read_model  # noqa: E402
 from fusion_delegate.worth import (  # noqa: E402
     APPROXIMATED_OPS, FORMAT, QUANTIZED_OPS, CostModel, host_cpu_name, shipped_file)
@@ -399,7 +399,7 @@ def fit(t: dict[Key, float], ops: list[str]) -> dict:
 def partition_ops(model: bytes) -> list[CostKey]:
     """Every node's cost key as the delegate would give it to predict(): `OP/int8` where a
     tensor of the node is int8 or uint8, `OP/fast` where the default precision approximates
-    the op (features.cost_keys)."""
+    the op, and a float op's clamping activation (features.cost_keys)."""
     sg = read_model(model).subgraphs[0]
     ops = []
     for op in sg.operators:
@@ -411,6 +411,8 @@ def partition_ops(model: bytes) -> list[CostKey]:
         elif op.op in OPS and OPS[op.op].approximated:
             name = f"{op.op}/fast"
         output = sg.tensors[op.outputs[0]].shape
+        if not quantized and clamps(op.options.get("fused_activation_function", 0)):
+            ops.append(CostKey(CLAMP, math.prod(output), litert=False))
         inputs = [sg.tensors[t].shape for t in op.inputs if t >= 0]
         binary = len(inputs) == 2
         ops.append(CostKey(name, math.prod(output),

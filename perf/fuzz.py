@@ -149,6 +149,16 @@ def random_case(rng: np.random.Generator, number: int) -> tuple[Case, bytes]:
     return Case(number, dtype, shape, tuple(graph.ops)), model
 
 
+def random_cases(seed: int, count: int, only: list[int] | None = None):
+    """The run's cases in order, or those numbered in `only`: every case is drawn from the
+    seed's one generator, so case N is the same model whichever cases are timed."""
+    rng = np.random.default_rng(seed)
+    for number in range(count):
+        case, model = random_case(rng, number)
+        if not only or number in only:
+            yield case, model
+
+
 def interpreter(model: bytes, threads: int, delegate: FusionDelegate | None) -> Interpreter:
     """perf.models' interpreter, fed random inputs and run once."""
     it = models.interpreter(model, threads, delegate)
@@ -218,15 +228,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--only", type=int, nargs="+", help="time only these cases (the same "
                         "models as in the whole run)")
     args = parser.parse_args(argv)
-    rng = np.random.default_rng(args.seed)
     cases = []
-    for number in range(args.cases):
-        case, model = random_case(rng, number)
-        if args.only and number not in args.only:
-            continue
+    for case, model in random_cases(args.seed, args.cases, args.only):
         if args.save:
             args.save.mkdir(parents=True, exist_ok=True)
-            (args.save / f"case_{number}.tflite").write_bytes(model)
+            (args.save / f"case_{case.number}.tflite").write_bytes(model)
         for threads in args.threads:
             cases.append(measure(case, model, threads, args.seconds))
             print(table([cases[-1]])[-1], flush=True)

@@ -262,6 +262,36 @@ def test_a_cut_is_priced_at_the_memory_bound_share_of_the_partition():
                         / (adds.litert_us - costs.litert_first.us(n, model.breaks)))
 
 
+def test_at_more_threads_a_cut_between_xnnpacks_threaded_ops_is_priced_whole():
+    """A compute-bound TANH pays a small share of its cut at one thread, all of it at two,
+    where our kernel on one core reads what XNNPACK's threads wrote on two (perf/README.md,
+    "Fused activations and the cut, priced at 2 threads")."""
+    model, n = load_cost_model(), 1 << 15
+    tanh = partition_of([("TANH/fast", n)], [n], Cut.HEAVY)
+    one, two = model.predict(tanh, 1), model.predict(tanh, 2)
+    assert 0 < one.cut_us < model.cut_us(Cut.HEAVY, model.costs(1), n)
+    assert math.isclose(two.cut_us, model.cut_us(Cut.HEAVY, model.costs(2), n))
+
+
+def test_a_float_ops_fused_clamp_costs_the_kernel_and_not_litert():
+    """XNNPACK clamps inside its op; the fused kernel's NaN-keeping clamp is work of its own,
+    priced as a RELU6. NONE clamps nothing in the fast loop."""
+    values = {0: (8, 64), 1: (64,), 2: (8, 64)}
+    plain = ir_of(values, [("ADD", (0, 1), 2)], (0, 1), (2,))      # activation NONE
+    relu = replace(plain, ops=(replace(plain.ops[0], params=(("activation", 1),)),))
+    assert [k.name for k in cost_keys(plain)] == ["ADD"]
+    assert cost_keys(relu) == [CostKey("RELU6", 512, litert=False), cost_keys(plain)[0]]
+    model, n = load_cost_model(), 1 << 16
+    logistic = CostKey("LOGISTIC/fast", n)      # compute-bound: the clamp adds to its time
+    alone = model.predict(PartitionFeatures((logistic,), (NestTraffic(n),), Cut.NONE))
+    clamped = model.predict(PartitionFeatures((logistic, CostKey("RELU6", n, litert=False)),
+                                              (NestTraffic(n),), Cut.NONE))
+    assert clamped.litert_us == alone.litert_us
+    assert math.isclose(clamped.fused_us - alone.fused_us,
+                        model.op_cost(model.costs(1), "RELU6").fused_ns * n / 1e3)
+    assert clamped.fused_us > alone.fused_us
+
+
 @pytest.mark.parametrize("n", [1 << 14, 1 << 16, 1 << 18])
 def test_committed_model_cuts_beside_convolutions_cost_less(n):
     """In the Zen 5 fit (the emeraldrapids one has them within its noise at 2 threads, 16K)."""
