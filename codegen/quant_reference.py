@@ -8,11 +8,15 @@ become 256-entry tables (`unary_lookup`), one per path where the paths differ.
 from __future__ import annotations
 
 import functools
-from typing import Sequence
+import hashlib
+import pickle
+import platform
+from typing import TYPE_CHECKING, Sequence
 
 import numpy as np
 
 from . import fixedpoint as fp
+from .compile import helpers_digest
 from .qcall import QCALL_HELPERS
 from .qparams import (DTYPE_RANGES, NUMPY_DTYPES, ChannelQParams, QParams, QuantError,
                       float_warnings_off, same_dtype)
@@ -22,8 +26,16 @@ from .quant_prepare import (RELU_BOUNDS, prepare_abs, prepare_binary, prepare_ha
                             prepare_leaky_relu, prepare_lut, prepare_relu, prepare_requantize,
                             prepare_rsqrt)
 
+if TYPE_CHECKING:
+    from .compile import KernelCache
+
 _f32 = np.float32
 INT32_RANGE = (fp.INT32_MIN, fp.INT32_MAX)
+#: Where unary_lookup's tables outlive the process (keep_lookups_in); None: in memory only.
+_LOOKUP_CACHE: KernelCache | None = None
+#: What besides codegen's sources a table's float math comes from (LiteRT's LOGISTIC, TANH and
+#: GELU tables call the C library's expf and tanhf; ours glibc's and numpy's).
+_MATH_LIBRARIES = (platform.libc_ver(), np.__version__)
 
 
 def run_qcall(name: str, *args):
@@ -288,13 +300,44 @@ def unary_lookup(op: str, input: QParams, output: QParams | None,
     return _kept_lookup(op, input, output, tuple(sorted((params or {}).items())))
 
 
+def keep_lookups_in(cache: KernelCache | None) -> None:
+    """Keep the tables unary_lookup makes in `cache`'s directory, beside its kernels, and read
+    them from there: a new process reads what an earlier one computed (an int8 model's claims
+    and builds make tens of tables, up to 12 ms of float math at a warm start). A table is a
+    pure function of its arguments, codegen's sources and the math libraries, which name its
+    file: any directory the cache trusts serves any delegate of the process."""
+    global _LOOKUP_CACHE
+    _LOOKUP_CACHE = cache
+
+
 @functools.lru_cache(maxsize=4096)
 def _kept_lookup(op: str, input: QParams, output: QParams | None,
                  params: tuple) -> UnaryLookup:
-    lookup = _lookup(op, input, output, dict(params))
+    lookup = _stored_lookup(op, input, output, params)
     for table in (lookup.table, lookup.block_table, lookup.invalid):
         if table is not None:
             table.setflags(write=False)
+    return lookup
+
+
+def _stored_lookup(op: str, input: QParams, output: QParams | None,
+                   params: tuple) -> UnaryLookup:
+    """The lookup from the cache's directory, else computed (and kept there)."""
+    cache = _LOOKUP_CACHE
+    if cache is None:
+        return _lookup(op, input, output, dict(params))
+    arguments = repr((op, input, output, params, helpers_digest(), _MATH_LIBRARIES))
+    name = f"lookup_{hashlib.sha256(arguments.encode()).hexdigest()[:24]}.pickle"
+    content = cache.read_kept(name)
+    if content is not None:
+        try:
+            lookup = pickle.loads(content)     # from a directory the cache trusts
+            if isinstance(lookup, UnaryLookup) and lookup.op == op:
+                return lookup
+        except Exception:  # noqa: BLE001 - damaged or another version's: compute it again
+            pass
+    lookup = _lookup(op, input, output, dict(params))
+    cache.write_kept(name, pickle.dumps(lookup, pickle.HIGHEST_PROTOCOL))
     return lookup
 
 

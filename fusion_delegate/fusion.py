@@ -23,6 +23,7 @@ from codegen.ir import KernelIR, Op, Value, broadcast_shapes, reduced_shape
 from codegen.ops import REDUCTIONS, STENCILS
 from codegen.pipeline import Built, NotBuildable, build, island_kernels
 from codegen.quant_conv import sum_bound
+from codegen.quant_reference import keep_lookups_in
 from codegen.render import TensorTableLayout
 from codegen.target import numba_target, vector_shortfall
 from codegen.window import conv_output_shape
@@ -237,6 +238,7 @@ class FusionDelegate(SimpleDelegate):
     def initialize(self, context: Context) -> None:
         graph = self.graph
         graph.pool = self.thread_pool(context)
+        keep_lookups_in(self.cache)
         if not self.decisions.in_use:
             return
         graph.tuning_key = TuningKey(graph_fingerprint(context), numba_target().fingerprint,

@@ -297,6 +297,47 @@ def test_a_build_is_kept_and_read_back_in_a_new_process_without_lowering(tmp_pat
     assert not list((tmp_path / "off").glob("build_*"))
 
 
+def test_an_int8_table_is_kept_and_read_back_in_a_new_process(tmp_path, monkeypatch):
+    """unary_lookup's tables are kept beside the kernels of the cache keep_lookups_in names:
+    a process without them in memory reads them back instead of computing them, equal to the
+    computed ones; other arguments are another file; a damaged file, or one others could
+    have written, is computed again."""
+    import codegen.quant_reference as reference
+    from codegen.qparams import QParams
+    x, y = QParams(0.05, 3), QParams(1 / 256, -128)
+    monkeypatch.setattr(reference, "_LOOKUP_CACHE", None)
+    computed = reference._lookup("LOGISTIC", x, y, {})
+    reference.keep_lookups_in(KernelCache(tmp_path))
+    reference._kept_lookup.cache_clear()
+    first = reference.unary_lookup("LOGISTIC", x, y)
+    (kept,) = tmp_path.glob("lookup_*.pickle")
+    assert np.array_equal(first.table, computed.table)
+
+    def not_again(*args):
+        raise AssertionError("the kept table should have been read")
+    with monkeypatch.context() as patch:
+        patch.setattr(reference, "_lookup", not_again)
+        reference._kept_lookup.cache_clear()                      # as in a new process
+        again = reference.unary_lookup("LOGISTIC", x, y)
+    assert again.table.tobytes() == computed.table.tobytes() and not again.table.flags.writeable
+    reference._kept_lookup.cache_clear()
+    reference.unary_lookup("LOGISTIC", QParams(0.05, 4), y)
+    assert len(list(tmp_path.glob("lookup_*.pickle"))) == 2
+
+    for damage in ("truncate", "others can write"):
+        if damage == "truncate":
+            kept.write_bytes(kept.read_bytes()[:40])
+        else:
+            kept.chmod(0o666)
+        made, lookup = [], reference._lookup
+        with monkeypatch.context() as patch:
+            patch.setattr(reference, "_lookup", lambda *a: made.append(a) or lookup(*a))
+            reference._kept_lookup.cache_clear()
+            recomputed = reference.unary_lookup("LOGISTIC", x, y)
+        assert made and recomputed.table.tobytes() == computed.table.tobytes(), damage
+    reference._kept_lookup.cache_clear()
+
+
 def test_kernels_compile_interleaved_and_other_numba_code_does_not():
     """LLVM's small-loop cost is raised only while a kernel compiles: a chain of ops compiled
     inside has more multiplies (interleaved vectors), and numba code compiled after it as
