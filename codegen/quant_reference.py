@@ -16,7 +16,6 @@ from typing import TYPE_CHECKING, Sequence
 import numpy as np
 
 from . import fixedpoint as fp
-from .compile import helpers_digest
 from .qcall import QCALL_HELPERS
 from .qparams import (DTYPE_RANGES, NUMPY_DTYPES, ChannelQParams, QParams, QuantError,
                       float_warnings_off, same_dtype)
@@ -326,6 +325,7 @@ def _stored_lookup(op: str, input: QParams, output: QParams | None,
     cache = _LOOKUP_CACHE
     if cache is None:
         return _lookup(op, input, output, dict(params))
+    from .compile import helpers_digest   # loaded with the cache; claiming alone loads no numba
     arguments = repr((op, input, output, params, helpers_digest(), _MATH_LIBRARIES))
     name = f"lookup_{hashlib.sha256(arguments.encode()).hexdigest()[:24]}.pickle"
     content = cache.read_kept(name)
