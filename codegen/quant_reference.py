@@ -295,7 +295,8 @@ def unary_lookup(op: str, input: QParams, output: QParams | None,
                  params: dict | None = None) -> UnaryLookup:
     """`op` over all 256 inputs as LiteRT computes it (see UnaryLookup). DEQUANTIZE gives
     float32 tables; everything else tables of the output dtype. Kept for the process, its
-    tables read-only: a second interpreter of a model checks its ops again."""
+    tables read-only: a second interpreter of a model checks its ops again; and beside the
+    kernels of the cache keep_lookups_in names, for the next process."""
     return _kept_lookup(op, input, output, tuple(sorted((params or {}).items())))
 
 

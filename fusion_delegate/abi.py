@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import ctypes
 import math
-from struct import unpack
 from ctypes import (CFUNCTYPE, POINTER, Structure, c_bool, c_char_p, c_float, c_int, c_int32,
                     c_int64, c_size_t, c_uint64, c_void_p)
+from struct import unpack
 
 import numpy as np
 
