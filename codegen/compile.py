@@ -19,6 +19,7 @@ import importlib.util
 import io
 import logging
 import os
+import pickle
 import sys
 import tempfile
 import threading
@@ -143,6 +144,14 @@ def helpers_digest() -> str:
     return digest.hexdigest()[:20]
 
 
+def kept_name(kind: str, key: bytes) -> str:
+    """The file an object computed from `key` is kept in beside the kernels: named by its
+    arguments and by the codegen sources that made it (helpers_digest), so that a changed
+    codegen never reads what the old one made."""
+    digest = hashlib.sha256(key + helpers_digest().encode()).hexdigest()[:24]
+    return f"{kind}_{digest}.pickle"
+
+
 def cache_key(source: str) -> str:
     text = "\n".join([source, numba.__version__, llvmlite.__version__, cpu_fingerprint(),
                       helpers_digest()])
@@ -205,6 +214,27 @@ class KernelCache:
             return path.read_bytes() if path is not None else None
         except OSError:
             return None
+
+    def read_kept_object(self, file_name: str, kind: type) -> object | None:
+        """An object kept beside the kernels as a pickle (kept_name), if it loads and is a
+        `kind`. It is read only from a directory this user (or root) writes, as numba's own
+        cache entries are (untrusted_reason); one that does not load is made again."""
+        content = self.read_kept(file_name)
+        if content is None:
+            return None
+        try:
+            value = pickle.loads(content)
+        except Exception:  # noqa: BLE001 - damaged or written by another version
+            return None
+        return value if isinstance(value, kind) else None
+
+    def keep_object(self, file_name: str, value: object) -> None:
+        """Keep an object beside the kernels, where it pickles."""
+        try:
+            content = pickle.dumps(value, pickle.HIGHEST_PROTOCOL)
+        except (pickle.PicklingError, TypeError, AttributeError):
+            return
+        self.write_kept(file_name, content)
 
     def _kept_path(self, file_name: str) -> Path | None:
         directory, shipped = self._directories()

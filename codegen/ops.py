@@ -69,6 +69,12 @@ ACTIVATIONS: dict[int, tuple[str, float, float]] = {
 }
 
 
+def clamps_finite(activation: int) -> bool:
+    """Whether a float op's fused activation clamps finite values (RELU, RELU_N1_TO_1, RELU6);
+    the others only turn +-inf into +-FLT_MAX."""
+    return ACTIVATIONS[activation][1] != -FLT_MAX
+
+
 @dataclass(frozen=True)
 class OpSpec:
     name: str
@@ -126,7 +132,7 @@ class OpSpec:
         """The fused activation only turns +-inf into +-FLT_MAX (NONE and the other activations
         the float kernels treat as no clamp), so a finite result passes it unchanged."""
         return self.fused_activation and not self.saturates and \
-            ACTIVATIONS[params.get("activation", 0)][1] == -FLT_MAX
+            not clamps_finite(params.get("activation", 0))
 
     def propagates(self, params: dict, fast: bool) -> bool:
         """An inf or NaN operand gives an inf or NaN result, fused activation included: with

@@ -13,7 +13,6 @@ compute is NotBuildable, whose message says why.
 from __future__ import annotations
 
 import functools
-import hashlib
 import pickle
 from dataclasses import dataclass
 
@@ -21,7 +20,7 @@ import numpy as np
 
 from . import islands
 from .chains import approximate_chains
-from .compile import CompileError, KernelCache, helpers_digest
+from .compile import CompileError, KernelCache, kept_name
 from .composites import expand
 from .ir import IRError, KernelIR
 from .kernel_data import kernel_data
@@ -119,39 +118,16 @@ def island_kernels(ir: KernelIR, layout: TensorTableLayout, target: Target | Non
         return []                       # the build says why
 
 
-def _kept_name(key: bytes) -> str:
-    """The file a build is kept in beside the kernels: named by its arguments and by the
-    codegen sources that made it (compile.helpers_digest), so that a changed codegen never
-    reads a build of the old one."""
-    digest = hashlib.sha256(key + helpers_digest().encode()).hexdigest()[:24]
-    return f"build_{digest}.pickle"
-
-
 def _read_kept(key: bytes, cache: KernelCache) -> Built | None:
-    """The build of `key` kept in `cache`'s directory, if any. Its pickle is read from a
-    directory only this user (or root) writes, as numba's own cache entries are
-    (compile.untrusted_reason); one that does not load is rebuilt."""
-    if not KEEP_BUILDS:
-        return None
-    content = cache.read_kept(_kept_name(key))
-    if content is None:
-        return None
-    try:
-        built = pickle.loads(content)
-    except Exception:  # noqa: BLE001 - damaged or written by another version: build again
-        return None
-    return built if isinstance(built, Built) else None
+    """The build of `key` kept in `cache`'s directory, if any (one that does not load is
+    rebuilt)."""
+    return cache.read_kept_object(kept_name("build", key), Built) if KEEP_BUILDS else None
 
 
 def _keep(key: bytes, built: Built, cache: KernelCache) -> None:
-    """Keep the build of `key` in `cache`'s directory, where it pickles."""
-    if not KEEP_BUILDS:
-        return
-    try:
-        content = pickle.dumps(built, pickle.HIGHEST_PROTOCOL)
-    except (pickle.PicklingError, TypeError, AttributeError):
-        return
-    cache.write_kept(_kept_name(key), content)
+    """Keep the build of `key` in `cache`'s directory."""
+    if KEEP_BUILDS:
+        cache.keep_object(kept_name("build", key), built)
 
 
 def _remember(key: bytes, built: Built) -> None:

@@ -8,8 +8,6 @@ become 256-entry tables (`unary_lookup`), one per path where the paths differ.
 from __future__ import annotations
 
 import functools
-import hashlib
-import pickle
 import platform
 from typing import TYPE_CHECKING, Sequence
 
@@ -326,19 +324,12 @@ def _stored_lookup(op: str, input: QParams, output: QParams | None,
     cache = _LOOKUP_CACHE
     if cache is None:
         return _lookup(op, input, output, dict(params))
-    from .compile import helpers_digest   # loaded with the cache; claiming alone loads no numba
-    arguments = repr((op, input, output, params, helpers_digest(), _MATH_LIBRARIES))
-    name = f"lookup_{hashlib.sha256(arguments.encode()).hexdigest()[:24]}.pickle"
-    content = cache.read_kept(name)
-    if content is not None:
-        try:
-            lookup = pickle.loads(content)     # from a directory the cache trusts
-            if isinstance(lookup, UnaryLookup) and lookup.op == op:
-                return lookup
-        except Exception:  # noqa: BLE001 - damaged or another version's: compute it again
-            pass
-    lookup = _lookup(op, input, output, dict(params))
-    cache.write_kept(name, pickle.dumps(lookup, pickle.HIGHEST_PROTOCOL))
+    from .compile import kept_name   # loaded with the cache; claiming alone loads no numba
+    name = kept_name("lookup", repr((op, input, output, params, _MATH_LIBRARIES)).encode())
+    lookup = cache.read_kept_object(name, UnaryLookup)
+    if lookup is None or lookup.op != op:
+        lookup = _lookup(op, input, output, dict(params))
+        cache.keep_object(name, lookup)
     return lookup
 
 

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Sequence
 
 from codegen.ir import KernelIR
 from codegen.nests import ElementwiseNest, Schedule
-from codegen.ops import ACTIVATIONS, FLT_MAX, OPS, REDUCTIONS, TRANSCENDENTAL
+from codegen.ops import OPS, REDUCTIONS, TRANSCENDENTAL, clamps_finite
 from codegen.composites import COMPOSITES
 from codegen.quant_ops import CONVERSIONS, XNNPACK_INT8
 
@@ -146,7 +146,7 @@ def cost_keys(ir: KernelIR) -> list[CostKey]:
     for op in ir.ops:
         values = [ir.value(t) for t in (*op.inputs, op.output)]
         quantized = [v.dtype for v in values if v.quantized]
-        if not quantized and clamps(dict(op.params).get("activation", 0)):
+        if not quantized and clamps_finite(dict(op.params).get("activation", 0)):
             keys.append(CostKey(CLAMP, math.prod(values[-1].shape), litert=False))
         whole = sum(math.prod(v.shape) == math.prod(values[-1].shape) for v in values[:-1])
         for node, name in op.sources:
@@ -167,12 +167,6 @@ def cost_keys(ir: KernelIR) -> list[CostKey]:
                    if len(op.inputs) == 2 else elements)
             keys.append(CostKey(name, elements, run, inputs))
     return keys
-
-
-def clamps(activation: int) -> bool:
-    """Whether a float op's fused activation clamps finite values (RELU, RELU6,
-    RELU_N1_TO_1); the others only turn +-inf into +-FLT_MAX, left out of the fast loop."""
-    return activation in ACTIVATIONS and ACTIVATIONS[activation][1] != -FLT_MAX
 
 
 def nest_traffic(built: Built) -> list[NestTraffic]:

@@ -143,13 +143,14 @@ class ClaimPolicy:
                                   "/".join(reductions), self.vector_shortfall)
         if self.min_speedup > 0 and len(partition.ops) == 1:
             (op,) = partition.ops
-            if op.name.split("/")[0] in MEMORY_SPEED_BINARY and op.inputs == 2:
-                return NotClaimed("one {} of two whole tensors: XNNPACK runs it at memory "
-                                  "speed, nothing to fuse", op.name)
-            run = op.elements if op.run is None else op.run
-            if op.name.split("/")[0] in MEMORY_SPEED_BINARY and run >= LONG_RUN:
-                return NotClaimed("one {} broadcasting in runs of {}: XNNPACK runs it at memory "
-                                  "speed, nothing to fuse", op.name, run)
+            if op.name.split("/")[0] in MEMORY_SPEED_BINARY:
+                run = op.elements if op.run is None else op.run
+                if op.inputs == 2:
+                    return NotClaimed("one {} of two whole tensors: XNNPACK runs it at memory "
+                                      "speed, nothing to fuse", op.name)
+                if run >= LONG_RUN:
+                    return NotClaimed("one {} broadcasting in runs of {}: XNNPACK runs it at "
+                                      "memory speed, nothing to fuse", op.name, run)
         if self.pays(prediction):
             return None
         return NotClaimed("not worth it (predicted {:.2f}x LiteRT, {:+.1f} us)",

@@ -71,12 +71,12 @@ if str(ROOT) not in sys.path:
 import numpy as np  # noqa: E402
 from ai_edge_litert.interpreter import Interpreter  # noqa: E402
 
-from codegen.ops import OPS  # noqa: E402
+from codegen.ops import OPS, clamps_finite  # noqa: E402
 from codegen.quant_ops import XNNPACK_INT8  # noqa: E402
 from codegen.target import numba_target  # noqa: E402
 from fusion_delegate import FusionDelegate  # noqa: E402
 from fusion_delegate.features import (  # noqa: E402
-    CLAMP, CostKey, NestTraffic, PartitionFeatures, broadcast_run, clamps)
+    CLAMP, CostKey, NestTraffic, PartitionFeatures, broadcast_run)
 from fusion_delegate.model import ModelBuilder, Quantization, read_model  # noqa: E402
 from fusion_delegate.worth import (  # noqa: E402
     APPROXIMATED_OPS, FORMAT, QUANTIZED_OPS, CostModel, host_cpu_name, shipped_file)
@@ -411,7 +411,7 @@ def partition_ops(model: bytes) -> list[CostKey]:
         elif op.op in OPS and OPS[op.op].approximated:
             name = f"{op.op}/fast"
         output = sg.tensors[op.outputs[0]].shape
-        if not quantized and clamps(op.options.get("fused_activation_function", 0)):
+        if not quantized and clamps_finite(op.options.get("fused_activation_function", 0)):
             ops.append(CostKey(CLAMP, math.prod(output), litert=False))
         inputs = [sg.tensors[t].shape for t in op.inputs if t >= 0]
         binary = len(inputs) == 2
