@@ -38,6 +38,7 @@ from numba.core.compiler import CompilerBase, DefaultPassBuilder
 from numba.core.compiler_lock import global_compiler_lock
 
 from . import machine_code
+from .kept import helpers_digest
 from .target import numba_target
 
 if TYPE_CHECKING:
@@ -130,26 +131,6 @@ class Kernel:
 def cpu_fingerprint() -> str:
     """numba's target (CPU name and features), not the host's: NUMBA_CPU_NAME changes it."""
     return numba_target().fingerprint
-
-
-@functools.cache
-def helpers_digest() -> str:
-    """A hash of the codegen package's sources. A kernel inlines helpers (fixedpoint,
-    mathf32, ...) that its text only names, and numba's cache checks only the kernel's own
-    file: without this, a kernel cached before a helper changed keeps the old helper."""
-    package = Path(__file__).parent
-    digest = hashlib.sha256()
-    for path in sorted(package.glob("*.py")):
-        digest.update(path.name.encode() + b"\0" + path.read_bytes())
-    return digest.hexdigest()[:20]
-
-
-def kept_name(kind: str, key: bytes) -> str:
-    """The file an object computed from `key` is kept in beside the kernels: named by its
-    arguments and by the codegen sources that made it (helpers_digest), so that a changed
-    codegen never reads what the old one made."""
-    digest = hashlib.sha256(key + helpers_digest().encode()).hexdigest()[:24]
-    return f"{kind}_{digest}.pickle"
 
 
 def cache_key(source: str) -> str:

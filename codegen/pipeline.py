@@ -20,9 +20,10 @@ import numpy as np
 
 from . import islands
 from .chains import approximate_chains
-from .compile import CompileError, KernelCache, kept_name
+from .compile import CompileError, KernelCache
 from .composites import expand
 from .ir import IRError, KernelIR
+from .kept import kept_name
 from .kernel_data import kernel_data
 from .lower import lower
 from .render import TensorTableLayout, legend, render_kernel

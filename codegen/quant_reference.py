@@ -9,11 +9,12 @@ from __future__ import annotations
 
 import functools
 import platform
-from typing import TYPE_CHECKING, Sequence
+from typing import Sequence
 
 import numpy as np
 
 from . import fixedpoint as fp
+from .kept import kept
 from .qcall import QCALL_HELPERS
 from .qparams import (DTYPE_RANGES, NUMPY_DTYPES, ChannelQParams, QParams, QuantError,
                       float_warnings_off, same_dtype)
@@ -23,13 +24,8 @@ from .quant_prepare import (RELU_BOUNDS, prepare_abs, prepare_binary, prepare_ha
                             prepare_leaky_relu, prepare_lut, prepare_relu, prepare_requantize,
                             prepare_rsqrt)
 
-if TYPE_CHECKING:
-    from .compile import KernelCache
-
 _f32 = np.float32
 INT32_RANGE = (fp.INT32_MIN, fp.INT32_MAX)
-#: Where unary_lookup's tables outlive the process (keep_lookups_in); None: in memory only.
-_LOOKUP_CACHE: KernelCache | None = None
 #: What besides codegen's sources a table's float math comes from (LiteRT's LOGISTIC, TANH and
 #: GELU tables call the C library's expf and tanhf; ours glibc's and numpy's).
 _MATH_LIBRARIES = (platform.libc_ver(), np.__version__)
@@ -294,42 +290,20 @@ def unary_lookup(op: str, input: QParams, output: QParams | None,
     """`op` over all 256 inputs as LiteRT computes it (see UnaryLookup). DEQUANTIZE gives
     float32 tables; everything else tables of the output dtype. Kept for the process, its
     tables read-only: a second interpreter of a model checks its ops again; and beside the
-    kernels of the cache keep_lookups_in names, for the next process."""
+    kernels (codegen.kept), for the next process."""
     return _kept_lookup(op, input, output, tuple(sorted((params or {}).items())))
-
-
-def keep_lookups_in(cache: KernelCache | None) -> None:
-    """Keep the tables unary_lookup makes in `cache`'s directory, beside its kernels, and read
-    them from there: a new process reads what an earlier one computed (an int8 model's claims
-    and builds make tens of tables, up to 12 ms of float math at a warm start). A table is a
-    pure function of its arguments, codegen's sources and the math libraries, which name its
-    file: any directory the cache trusts serves any delegate of the process."""
-    global _LOOKUP_CACHE
-    _LOOKUP_CACHE = cache
 
 
 @functools.lru_cache(maxsize=4096)
 def _kept_lookup(op: str, input: QParams, output: QParams | None,
                  params: tuple) -> UnaryLookup:
-    lookup = _stored_lookup(op, input, output, params)
+    # Kept beside the kernels (codegen.kept): an int8 model's claims and builds make tens of
+    # tables, up to 12 ms of float math at a warm start.
+    lookup = kept("lookup", (op, input, output, params, _MATH_LIBRARIES), UnaryLookup,
+                  lambda: _lookup(op, input, output, dict(params)))
     for table in (lookup.table, lookup.block_table, lookup.invalid):
         if table is not None:
             table.setflags(write=False)
-    return lookup
-
-
-def _stored_lookup(op: str, input: QParams, output: QParams | None,
-                   params: tuple) -> UnaryLookup:
-    """The lookup from the cache's directory, else computed (and kept there)."""
-    cache = _LOOKUP_CACHE
-    if cache is None:
-        return _lookup(op, input, output, dict(params))
-    from .compile import kept_name   # loaded with the cache; claiming alone loads no numba
-    name = kept_name("lookup", repr((op, input, output, params, _MATH_LIBRARIES)).encode())
-    lookup = cache.read_kept_object(name, UnaryLookup)
-    if lookup is None or lookup.op != op:
-        lookup = _lookup(op, input, output, dict(params))
-        cache.keep_object(name, lookup)
     return lookup
 
 

@@ -16,6 +16,8 @@ import platform
 import re
 from dataclasses import dataclass
 
+from .kept import kept
+
 
 @dataclass(frozen=True)
 class Target:
@@ -76,15 +78,20 @@ def numba_target() -> Target:
     """The target numba's CPU code generator compiles for in this process."""
     from numba.core.registry import cpu_target
 
+    import llvmlite
+
     codegen = cpu_target.target_context.codegen()
-    features = parse_features(codegen._get_host_cpu_features())
-    machine = platform.machine().lower()
-    try:
-        width = vectorised_bytes(codegen)
-    except Exception:  # noqa: BLE001 - an llvmlite that cannot take the probe: the features
-        width = implied_vector_bytes(features, machine)
-    return Target(cpu=codegen._get_host_cpu_name(), features=features, machine=machine,
-                  vector_bytes=width)
+    cpu, feature_text = codegen._get_host_cpu_name(), codegen._get_host_cpu_features()
+    features, machine = parse_features(feature_text), platform.machine().lower()
+
+    def probe() -> int:
+        try:
+            return vectorised_bytes(codegen)
+        except Exception:  # noqa: BLE001 - an llvmlite that cannot take the probe: the features
+            return implied_vector_bytes(features, machine)
+    # The probe compiles a loop (20 ms, a third of a warm start): kept beside the kernels.
+    width = kept("vector_width", (machine, cpu, feature_text, llvmlite.__version__), int, probe)
+    return Target(cpu=cpu, features=features, machine=machine, vector_bytes=width)
 
 
 @functools.cache

@@ -12,7 +12,8 @@ import ctypes
 import math
 from ctypes import (CFUNCTYPE, POINTER, Structure, c_bool, c_char_p, c_float, c_int, c_int32,
                     c_int64, c_size_t, c_uint64, c_void_p)
-from struct import unpack
+from struct import Struct, unpack
+from typing import NamedTuple
 
 import numpy as np
 
@@ -218,11 +219,13 @@ class TfLiteDepthwiseConvParams(Structure):
 # Expected sizes and the offsets we rely on, x86-64 / aarch64 LP64 (numba kernels read
 # TENSOR_DATA_OFFSET etc. directly, so these are also codegen inputs).
 EXPECTED_LAYOUT: dict[str, tuple[int, dict[str, int]]] = {
-    "TfLiteTensor": (112, {"type": 0, "data": 8, "dims": 16, "allocation_type": 32,
-                           "bytes": 40, "name": 56, "quantization": 80,
-                           "dims_signature": 104}),
+    "TfLiteTensor": (112, {"type": 0, "data": 8, "dims": 16, "params": 24,
+                           "allocation_type": 32, "bytes": 40, "name": 56, "quantization": 80,
+                           "sparsity": 96, "dims_signature": 104}),
     "TfLiteNode": (80, {"inputs": 0, "outputs": 8, "user_data": 32, "builtin_data": 40,
                         "delegate": 64}),
+    "TfLiteQuantization": (16, {"type": 0, "params": 8}),
+    "TfLiteQuantizationParams": (8, {"scale": 0, "zero_point": 4}),
     "TfLiteRegistration": (88, {"init": 0, "invoke": 24, "builtin_code": 40,
                                 "custom_name": 48, "version": 56, "inplace_operator": 80}),
     "TfLiteDelegate": (56, {"data_": 0, "Prepare": 8, "flags": 40,
@@ -236,7 +239,8 @@ EXPECTED_LAYOUT: dict[str, tuple[int, dict[str, int]]] = {
 }
 _STRUCTS = {s.__name__: s for s in (TfLiteTensor, TfLiteNode, TfLiteRegistration, TfLiteDelegate,
                                      TfLiteDelegateParams, TfLiteContext,
-                                     TfLiteAffineQuantization)}
+                                     TfLiteAffineQuantization, TfLiteQuantization,
+                                     TfLiteQuantizationParams)}
 TENSOR_SIZE = EXPECTED_LAYOUT["TfLiteTensor"][0]
 TENSOR_DATA_OFFSET = EXPECTED_LAYOUT["TfLiteTensor"][1]["data"]
 CONTEXT_TENSORS_OFFSET = EXPECTED_LAYOUT["TfLiteContext"][1]["tensors"]
@@ -295,15 +299,88 @@ def check_layout() -> None:
             if found != offset:
                 raise AbiMismatchError(f"{name}.{field}: offset {found}, expected {offset} "
                                        f"({runtime_version()})")
+    _check_fields_read_as_bytes()
+
+
+def _check_fields_read_as_bytes() -> None:
+    """tensor_fields and node_fields read what the ctypes structs' fields hold."""
+    tensor = TfLiteTensor(type=9, data=11, dims=ctypes.cast(13, POINTER(TfLiteIntArray)),
+                          params=TfLiteQuantizationParams(0.5, -3), allocation_type=5,
+                          bytes=17, name=ctypes.cast(19, c_char_p),
+                          quantization=TfLiteQuantization(1, 23), sparsity=29)
+    node = TfLiteNode(inputs=ctypes.cast(31, POINTER(TfLiteIntArray)),
+                      outputs=ctypes.cast(37, POINTER(TfLiteIntArray)), builtin_data=41)
+    registration = TfLiteRegistration(builtin_code=43, custom_name=ctypes.cast(47, c_char_p),
+                                      version=53)
+    if (tensor_fields(ctypes.addressof(tensor)) != (9, 11, 13, 0.5, -3, 5, 17, 19, 1, 23, 29)
+            or node_fields(ctypes.addressof(node), ctypes.addressof(registration))
+            != (31, 37, 41, 43, 47, 53)):
+        raise AbiMismatchError(f"the fields read as bytes are not where the structs have them "
+                               f"({runtime_version()})")
+
+
+class TensorFields(NamedTuple):
+    """The TfLiteTensor fields read from Python (pointers as addresses, 0 for NULL)."""
+    type: int
+    data: int
+    dims: int
+    scale: float
+    zero_point: int
+    allocation_type: int
+    bytes: int
+    name: int
+    quantization_type: int
+    quantization_params: int
+    sparsity: int
+
+
+class NodeFields(NamedTuple):
+    """The TfLiteNode and TfLiteRegistration fields read from Python."""
+    inputs: int
+    outputs: int
+    builtin_data: int
+    builtin_code: int
+    custom_name: int
+    version: int
+
+
+# At EXPECTED_LAYOUT's offsets, unpacked from the struct's bytes in one call: a delegate Prepare
+# reads hundreds of tensors and nodes, and ctypes field access costs several times more.
+_TENSOR_FIELDS = Struct("<i4xQQfii4xQ8xQ16xi4xQQ8x")
+_NODE_FIELDS = Struct("<QQ24xQ")                 # inputs, outputs, builtin_data
+_REGISTRATION_FIELDS = Struct("<40xi4xQi")       # builtin_code, custom_name, version
+
+
+def tensor_fields(address: int) -> TensorFields:
+    """The fields of the TfLiteTensor at `address`."""
+    return TensorFields._make(_TENSOR_FIELDS.unpack(ctypes.string_at(address, TENSOR_SIZE)))
+
+
+def all_tensor_fields(address: int, count: int) -> list[TensorFields]:
+    """The fields of `count` TfLiteTensors from `address` (a context's tensors array)."""
+    blob = ctypes.string_at(address, count * TENSOR_SIZE)
+    return [TensorFields._make(fields) for fields in _TENSOR_FIELDS.iter_unpack(blob)]
+
+
+def node_fields(node: int, registration: int) -> NodeFields:
+    """The fields of a TfLiteNode and its TfLiteRegistration, at their addresses."""
+    return NodeFields(*_NODE_FIELDS.unpack(ctypes.string_at(node, _NODE_FIELDS.size)),
+                      *_REGISTRATION_FIELDS.unpack(
+                          ctypes.string_at(registration, _REGISTRATION_FIELDS.size)))
+
+
+def c_string(address: int) -> bytes:
+    """The NUL-terminated string at `address` (b"" for NULL)."""
+    return ctypes.string_at(address) if address else b""
 
 
 def int_array(ptr) -> tuple[int, ...]:
-    """A TfLiteIntArray* as a tuple (an empty tuple for NULL)."""
+    """A TfLiteIntArray* (or its address) as a tuple (an empty tuple for NULL)."""
     return _array(ptr, "i", "TfLiteIntArray")
 
 
 def float_array(ptr) -> tuple[float, ...]:
-    """A TfLiteFloatArray* as a tuple (an empty tuple for NULL)."""
+    """A TfLiteFloatArray* (or its address) as a tuple (an empty tuple for NULL)."""
     return _array(ptr, "f", "TfLiteFloatArray")
 
 
@@ -312,7 +389,7 @@ def _array(ptr, item: str, name: str) -> tuple:
     struct format `item`). Read as bytes: a delegate Prepare reads a thousand of them."""
     if not ptr:
         return ()
-    address = c_void_p.from_buffer(ptr).value
+    address = ptr if isinstance(ptr, int) else c_void_p.from_buffer(ptr).value
     size = c_int.from_address(address).value
     if size < 0 or size > 1 << 24:
         raise AbiMismatchError(f"{name} of size {size} ({runtime_version()})")
@@ -390,28 +467,27 @@ def check_live_context(context) -> None:
     count = ctx.tensors_size
     if count > 1 << 24 or (count and not ctx.tensors):
         raise AbiMismatchError(f"TfLiteContext.tensors_size is {count} ({runtime_version()})")
-    tensors = ctx.tensors
-    for index in range(count):
-        tensor = tensors[index]
+    tensors = all_tensor_fields(ctypes.cast(ctx.tensors, c_void_p).value, count) if count else []
+    for index, tensor in enumerate(tensors):
         if tensor.type not in TFLITE_TYPES or not 0 <= tensor.allocation_type <= 8:
             raise AbiMismatchError(
                 f"tensor {index}: TfLiteType {tensor.type}, allocation type "
                 f"{tensor.allocation_type}: not a TfLiteTensor as we lay it out "
                 f"({runtime_version()})")
-    for index in range(count):
-        tensor = tensors[index]
-        shape = tensor_shape(tensor)
+    for index, tensor in enumerate(tensors):
+        shape = int_array(tensor.dims)
         if len(shape) > 16 or any(d < 0 for d in shape):
             raise AbiMismatchError(f"tensor {index}: implausible shape {shape} "
                                    f"({runtime_version()})")
-        tensor.name     # a readable C string; any bytes (flatbuffer strings need not be UTF-8)
+        # a readable C string; any bytes (flatbuffer strings need not be UTF-8)
+        name = c_string(tensor.name)
         dtype = TFLITE_TYPES[tensor.type][1]
         dense = not tensor.sparsity and tensor.allocation_type != kTfLiteDynamic
         if dtype is not None and tensor.dims and dense:
             expected = math.prod(shape) * dtype.itemsize
             if 0 < tensor.bytes < expected:
                 raise AbiMismatchError(
-                    f"tensor {index} ({tensor.name!r}): {tensor.bytes} bytes for shape {shape} "
+                    f"tensor {index} ({name!r}): {tensor.bytes} bytes for shape {shape} "
                     f"{type_name(tensor.type)}, expected {expected} ({runtime_version()})")
 
 

@@ -82,7 +82,7 @@ def unsupported_reason(context: Context, node: NodeInfo) -> NotClaimed | None:
         return reduction_reason(context, node, tensors)
     if op_name(node) in CONVERSIONS or any(t.type_name.lower() in DTYPE_RANGES
                                               for t in tensors):
-        return quantized_reason(node, tensors)
+        return quantized_reason(context, node, tensors)
     spec = OPS_BY_CODE.get(node.builtin_code)
     if spec is None:
         return NotClaimed("op {} not supported", op_name(node))
@@ -99,7 +99,7 @@ def unsupported_reason(context: Context, node: NodeInfo) -> NotClaimed | None:
         return NotClaimed("POW with a one-element exponent that is not a constant")
     if (spec.fused_activation or spec.name in PARAMS_STRUCTS) and not node.builtin_data:
         return NotClaimed("builtin params missing")
-    activation = dict(fused_node(node).params).get("activation", 0)
+    activation = dict(fused_node(context, node).params).get("activation", 0)
     if activation not in ACTIVATIONS:
         return NotClaimed("fused activation {} not supported", activation)
     return None
@@ -134,13 +134,13 @@ def reduction_reason(context: Context, node: NodeInfo,
                               context.view(axis.index).tolist(), len(x.shape))
         if not axes:
             return NotClaimed("no axes to reduce")
-        keep_dims = abi.TfLiteReducerParams.from_address(node.builtin_data).keep_dims
+        keep_dims = context.params(node.index, abi.TfLiteReducerParams).keep_dims
         expected = reduced_shape(x.shape, axes, bool(keep_dims))
     else:
         if not x.shape:
             return NotClaimed("rank 0 input")
         if name == "L2_NORMALIZATION" and \
-                abi.TfLiteL2NormParams.from_address(node.builtin_data).activation != 0:
+                context.params(node.index, abi.TfLiteL2NormParams).activation != 0:
             return NotClaimed("fused activation not supported")
         expected = x.shape
     if tuple(out.shape) != expected or 0 in x.shape:
@@ -149,7 +149,7 @@ def reduction_reason(context: Context, node: NodeInfo,
     if qparams(x) is None:
         return None
     if name in ROW_OP_OUTPUTS:
-        beta = abi.TfLiteSoftmaxParams.from_address(node.builtin_data).beta \
+        beta = context.params(node.index, abi.TfLiteSoftmaxParams).beta \
             if name == "SOFTMAX" else 1.0
         return quantized(row_op_unsupported(name, qparams(x), qparams(out), x.shape[-1], beta))
     return quantized(reduction_unsupported(name, qparams(x), qparams(out), x.shape, axes,
@@ -185,7 +185,7 @@ def stencil_reason(context: Context, node: NodeInfo,
         return NotClaimed("{} of a constant tensor", name)
     if not node.builtin_data:
         return NotClaimed("builtin params missing")
-    params = dict(fused_node(node).params)
+    params = dict(fused_node(context, node).params)
     if params["padding"] is None:
         return NotClaimed("{} padding not SAME or VALID", name)
     if min(*params["strides"], *params["dilations"]) < 1:
@@ -291,7 +291,8 @@ def operands_reason(op: str, tensors: list[TensorInfo],
     return None
 
 
-def quantized_reason(node: NodeInfo, tensors: list[TensorInfo]) -> NotClaimed | None:
+def quantized_reason(context: Context, node: NodeInfo,
+                     tensors: list[TensorInfo]) -> NotClaimed | None:
     """None if the int8/uint8 node (or QUANTIZE / DEQUANTIZE) is reproduced exactly."""
     name = op_name(node)
     if name not in ELEMENTWISE_OPS:
@@ -308,7 +309,7 @@ def quantized_reason(node: NodeInfo, tensors: list[TensorInfo]) -> NotClaimed | 
     # cannot be built there (codegen.lower), and the partition is then not claimed.
     return quantized(quant_unsupported(
         name, [t.type_name.lower() for t in tensors], [qparams(t) for t in tensors[:-1]],
-        qparams(tensors[-1]), dict(fused_node(node).params), position_aware=True))
+        qparams(tensors[-1]), dict(fused_node(context, node).params), position_aware=True))
 
 
 def qparams(tensor: TensorInfo) -> QParams | None:
@@ -319,19 +320,19 @@ def qparams(tensor: TensorInfo) -> QParams | None:
     return QParams(tensor.scale, tensor.zero_point, dtype)
 
 
-def fused_node(node: NodeInfo) -> FusedNode:
+def fused_node(context: Context, node: NodeInfo) -> FusedNode:
     """The node's op and params, read from its builtin data once (in kernel init)."""
     spec = OPS_BY_CODE.get(node.builtin_code)
     name = op_name(node)
     if name in REDUCTION_PARAMS and node.builtin_data:
-        struct = REDUCTION_PARAMS[name].from_address(node.builtin_data)
+        struct = context.params(node.index, REDUCTION_PARAMS[name])
         params = {key: getattr(struct, key) for key, _ in struct._fields_}
         if name in REDUCTIONS:                # resolved at the current shapes: fusion._params
             params["axis_tensor"] = node.inputs[1]
         return FusedNode(node.index, name, node.inputs[:1], node.outputs[0],
                          tuple(sorted(params.items())))
     if name in STENCILS and node.builtin_data:
-        struct = abi.TfLiteDepthwiseConvParams.from_address(node.builtin_data)
+        struct = context.params(node.index, abi.TfLiteDepthwiseConvParams)
         params = {"activation": struct.activation, "padding": PADDINGS.get(struct.padding),
                   "strides": (struct.stride_height, struct.stride_width),
                   "dilations": (struct.dilation_height_factor, struct.dilation_width_factor)}
@@ -341,9 +342,9 @@ def fused_node(node: NodeInfo) -> FusedNode:
         return FusedNode(node.index, name, node.inputs, node.outputs[0], ())
     params: dict[str, object] = {}
     if spec.fused_activation and node.builtin_data:
-        params["activation"] = abi.TfLiteArithParams.from_address(node.builtin_data).activation
+        params["activation"] = context.params(node.index, abi.TfLiteArithParams).activation
     if spec.name in PARAMS_STRUCTS:
-        struct = PARAMS_STRUCTS[spec.name].from_address(node.builtin_data)
+        struct = context.params(node.index, PARAMS_STRUCTS[spec.name])
         params.update((name, getattr(struct, name)) for name, _ in struct._fields_)
     if spec.name == "POW":
         params["integer_exponent"] = 0  # decided per shape in the kernel: integer_exponent()

@@ -1,19 +1,24 @@
-"""Python views of the runtime's TfLiteContext, nodes and tensors, read afresh on every call."""
+"""Python views of the runtime's TfLiteContext, nodes and tensors, read afresh on every call.
+
+A Context can record what is read through it (`record`), and check that another graph reads
+the same (`reads_same`): claiming is a function of those reads (fusion_delegate.recall).
+"""
 from __future__ import annotations
 
 import ctypes
 import functools
 from ctypes import POINTER, byref, c_int, c_void_p
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import numpy as np
 
 from . import abi
 
 
-@dataclass(frozen=True)
-class TensorInfo:
-    """What a delegate needs to know about one tensor to decide and to compile."""
+class TensorInfo(NamedTuple):
+    """What a delegate needs to know about one tensor to decide and to compile (a tuple: a
+    Prepare reads hundreds, and a frozen dataclass takes three times as long to make)."""
     index: int
     name: str
     type: int                      # TfLiteType
@@ -41,8 +46,7 @@ class TensorInfo:
         return self.allocation_type == abi.kTfLiteDynamic
 
 
-@dataclass(frozen=True)
-class NodeInfo:
+class NodeInfo(NamedTuple):
     """One node of the execution plan: its op, operands and builtin params address."""
     index: int
     builtin_code: int
@@ -61,6 +65,10 @@ class Partition:
     outputs: tuple[int, ...]
 
 
+_GET_NODE_AND_REGISTRATION = ctypes.CFUNCTYPE(c_int, c_void_p, c_int, POINTER(c_void_p),
+                                              POINTER(c_void_p))
+
+
 class Context:
     """A TfLiteContext* seen from Python. Build one per callback; never keep tensor pointers."""
 
@@ -69,6 +77,32 @@ class Context:
         self._ctx = pointer.contents
         self._tensors: dict[int, TensorInfo] = {}
         self._nodes: dict[int, NodeInfo] = {}
+        self._reads: dict[tuple, object] | None = None
+        self._address = ctypes.cast(pointer, c_void_p).value
+        self._tensors_address = ctypes.cast(self._ctx.tensors, c_void_p).value or 0
+
+    def record(self) -> dict[tuple, object]:
+        """From now on, note each read and a comparable form of what it gave (pointers left
+        out: another interpreter of the same model has its own) in the dict returned."""
+        self._reads = {}
+        return self._reads
+
+    def reads_same(self, reads: dict[tuple, object]) -> bool:
+        """Whether every read of `reads` gives here what it gave where it was recorded (False
+        where one fails)."""
+        try:
+            for (kind, *args), value in reads.items():
+                read = getattr(self, kind)
+                if _comparable(kind, read(*args) if callable(read) else read) != value:
+                    return False
+            return True
+        except (RuntimeError, IndexError, ValueError):
+            return False
+
+    def _note(self, kind: str, args: tuple, value):
+        if self._reads is not None:
+            self._reads[(kind, *args)] = _comparable(kind, value)
+        return value
 
     @property
     def num_tensors(self) -> int:
@@ -76,31 +110,36 @@ class Context:
 
     @property
     def num_threads(self) -> int:
-        return self._ctx.recommended_num_threads
+        return self._note("num_threads", (), self._ctx.recommended_num_threads)
 
     def _raw_tensor(self, index: int) -> abi.TfLiteTensor:
         if not 0 <= index < self._ctx.tensors_size:
             raise IndexError(f"tensor index {index} out of range [0, {self._ctx.tensors_size})")
         return self._ctx.tensors[index]
 
+    def all_tensor_fields(self) -> list[abi.TensorFields]:
+        """Every tensor's struct fields, read in one go (not recorded)."""
+        return abi.all_tensor_fields(self._tensors_address, self._ctx.tensors_size)
+
     def tensor(self, index: int) -> TensorInfo:
         """What a tensor is, read once per Context (so once per callback) unless resized."""
         info = self._tensors.get(index)
         if info is None:
             info = self._tensors[index] = self._read_tensor(index)
-        return info
+        return self._note("tensor", (index,), info)
 
     def _read_tensor(self, index: int) -> TensorInfo:
-        raw = self._raw_tensor(index)
-        quant = raw.quantization
+        if not 0 <= index < self._ctx.tensors_size:
+            raise IndexError(f"tensor index {index} out of range [0, {self._ctx.tensors_size})")
+        raw = abi.tensor_fields(self._tensors_address + index * abi.TENSOR_SIZE)
         per_channel = False
-        if quant.type == 1 and quant.params:
-            affine = ctypes.cast(quant.params, POINTER(abi.TfLiteAffineQuantization)).contents
-            per_channel = bool(affine.scale) and affine.scale.contents.size > 1
-        return TensorInfo(index=index, name=(raw.name or b"").decode("utf-8", "replace"),
-                          type=raw.type, shape=abi.tensor_shape(raw),
-                          allocation_type=raw.allocation_type, scale=raw.params.scale,
-                          zero_point=raw.params.zero_point, per_channel=per_channel,
+        if raw.quantization_type == 1 and raw.quantization_params:
+            scales = c_void_p.from_address(raw.quantization_params).value  # affine.scale
+            per_channel = bool(scales) and c_int.from_address(scales).value > 1
+        return TensorInfo(index=index, name=abi.c_string(raw.name).decode("utf-8", "replace"),
+                          type=raw.type, shape=abi.int_array(raw.dims),
+                          allocation_type=raw.allocation_type, scale=raw.scale,
+                          zero_point=raw.zero_point, per_channel=per_channel,
                           sparse=bool(raw.sparsity))
 
     def affine_quantization(self, index: int) -> tuple[tuple[float, ...], tuple[int, ...], int]:
@@ -108,14 +147,24 @@ class Context:
         points and quantized dimension (no scales where it has none)."""
         quant = self._raw_tensor(index).quantization
         if quant.type != 1 or not quant.params:
-            return (), (), 0
+            return self._note("affine_quantization", (index,), ((), (), 0))
         affine = ctypes.cast(quant.params, POINTER(abi.TfLiteAffineQuantization)).contents
-        return (abi.float_array(affine.scale), abi.int_array(affine.zero_point),
-                affine.quantized_dimension)
+        return self._note("affine_quantization", (index,), (
+            abi.float_array(affine.scale), abi.int_array(affine.zero_point),
+            affine.quantized_dimension))
 
     def view(self, index: int) -> np.ndarray:
         """Zero-copy numpy view of a tensor's data, valid only during this callback."""
-        return abi.tensor_view(self._raw_tensor(index))
+        return self._note("view", (index,), abi.tensor_view(self._raw_tensor(index)))
+
+    def params(self, index: int, struct: type[ctypes.Structure]) -> ctypes.Structure:
+        """A copy of node `index`'s builtin params, read as `struct` (the node must have
+        them)."""
+        address = self.node(index).builtin_data
+        if not address:
+            raise RuntimeError(f"node {index} has no builtin params")
+        value = struct.from_buffer_copy(ctypes.string_at(address, ctypes.sizeof(struct)))
+        return self._note("params", (index, struct), value)
 
     def _function(self, name: str):
         """A TfLiteContext function pointer; the runtime leaves some NULL at some stages."""
@@ -138,7 +187,7 @@ class Context:
         plan = POINTER(abi.TfLiteIntArray)()
         if self._function("GetExecutionPlan")(self.pointer, byref(plan)) != abi.kTfLiteOk:
             raise RuntimeError("GetExecutionPlan failed")
-        return abi.int_array(plan)
+        return self._note("execution_plan", (), abi.int_array(plan))
 
     @functools.cached_property
     def makers(self) -> dict[int, NodeInfo]:
@@ -153,21 +202,25 @@ class Context:
         info = self._nodes.get(index)
         if info is None:
             info = self._nodes[index] = self._read_node(index)
-        return info
+        return self._note("node", (index,), info)
+
+    @functools.cached_property
+    def _get_node_and_registration(self):
+        """GetNodeAndRegistration, taking and giving plain addresses."""
+        return ctypes.cast(self._function("GetNodeAndRegistration"), _GET_NODE_AND_REGISTRATION)
 
     def _read_node(self, index: int) -> NodeInfo:
-        node = POINTER(abi.TfLiteNode)()
-        registration = POINTER(abi.TfLiteRegistration)()
-        status = self._function("GetNodeAndRegistration")(self.pointer, index, byref(node),
-                                                  byref(registration))
-        if status != abi.kTfLiteOk:
+        node, registration = c_void_p(), c_void_p()
+        status = self._get_node_and_registration(self._address, index, byref(node),
+                                                 byref(registration))
+        if status != abi.kTfLiteOk or not node.value or not registration.value:
             raise RuntimeError(f"GetNodeAndRegistration({index}) failed")
-        reg, raw = registration.contents, node.contents
-        custom_name = reg.custom_name.decode("utf-8", "replace") if reg.custom_name else None
-        return NodeInfo(index=index, builtin_code=reg.builtin_code, custom_name=custom_name,
-                        version=reg.version, inputs=abi.int_array(raw.inputs),
-                        outputs=abi.int_array(raw.outputs),
-                        builtin_data=raw.builtin_data or 0)
+        raw = abi.node_fields(node.value, registration.value)
+        custom_name = (abi.c_string(raw.custom_name).decode("utf-8", "replace")
+                       if raw.custom_name else None)
+        return NodeInfo(index=index, builtin_code=raw.builtin_code, custom_name=custom_name,
+                        version=raw.version, inputs=abi.int_array(raw.inputs),
+                        outputs=abi.int_array(raw.outputs), builtin_data=raw.builtin_data)
 
     def preview_partitions(self, nodes: tuple[int, ...]) -> list[Partition]:
         """How the runtime would group `nodes` into kernels (PreviewDelegatePartitioning)."""
@@ -199,4 +252,16 @@ class Context:
         self._function("ReportError")(self.pointer, b"%s", message.encode("utf-8", "replace"))
 
     def address(self) -> int:
-        return ctypes.cast(self.pointer, c_void_p).value
+        return self._address
+
+
+def _comparable(kind: str, value):
+    """What a read gave, as recorded: without the addresses another interpreter of the same
+    model has elsewhere (a node's params are read on their own), and a tensor's data as bytes."""
+    if kind == "node":
+        return value._replace(builtin_data=bool(value.builtin_data))
+    if kind == "view":
+        return value.dtype.str, value.shape, value.tobytes()
+    if kind == "params":
+        return bytes(value)
+    return value

@@ -20,10 +20,10 @@ import numpy as np
 
 from codegen.compile import DEFAULT_DIR, CompileError, Kernel, KernelCache
 from codegen.ir import KernelIR, Op, Value, broadcast_shapes, reduced_shape
+from codegen.kept import keep_in
 from codegen.ops import REDUCTIONS, STENCILS
 from codegen.pipeline import Built, NotBuildable, build, island_kernels
 from codegen.quant_conv import sum_bound
-from codegen.quant_reference import keep_lookups_in
 from codegen.render import TensorTableLayout
 from codegen.target import numba_target, vector_shortfall
 from codegen.window import conv_output_shape
@@ -37,10 +37,11 @@ from .errors import KernelBuildError, KernelCompileError
 from .features import partition_features, plan_nodes
 from .options import FusionOptions
 from .policy import ClaimPolicy
+from .recall import Choice, graph_name, keep, recall
 from .simple_delegate import Graph, SimpleDelegate, SimpleDelegateKernel, largest_first
 from .threadpool import NoPool, ThreadPool, interpreter_pool
 from .tuning import DecisionStore, TuningKey, graph_fingerprint, software_fingerprint
-from .worth import Prediction
+from .worth import Prediction, host_cpu_name
 
 log = logging.getLogger("fusion_delegate")
 
@@ -53,6 +54,7 @@ LAYOUT = TensorTableLayout(context_tensors_offset=abi.CONTEXT_TENSORS_OFFSET,
                            slot_data_offset=native.SLOT_DATA_OFFSET)
 
 _CACHES: dict[str, KernelCache] = {}
+INTERNAL_ERROR = "kernel cannot be built: internal error {}: {}"
 #: Why the interpreter's pool could not be used, each logged once per process.
 _POOL_REFUSALS: set[str] = set()
 
@@ -123,6 +125,7 @@ class FusionDelegate(SimpleDelegate):
         super().__init__(max_delegated_partitions=self.options.max_delegated_partitions,
                          min_nodes_per_partition=self.options.min_nodes_per_partition)
         self.cache = kernel_cache(self.options.cache_dir)
+        keep_in(self.cache)
         self.decisions = DecisionStore(self.cache.directory)
         self.policy = ClaimPolicy(self.options.min_speedup, vector_shortfall=vector_shortfall(),
                                   vector_bytes=numba_target().vector_bytes)
@@ -159,6 +162,26 @@ class FusionDelegate(SimpleDelegate):
         self.graph.claims[node.index] = NodeClaim(node.index, op_name(node), reason,
                                                   tuned=tuned is not None)
         return reason is None
+
+    def choose(self, context: Context, plan: tuple[int, ...]) -> list[Partition]:
+        """The partitions chosen for this graph before, where it reads the same under the same
+        settings (fusion_delegate.recall), else chosen now and kept."""
+        graph = self.graph
+        tuned = graph.tuned and (sorted(graph.tuned.claimed), graph.tuned.tuned_at)
+        target = numba_target()
+        key = repr((graph_name(context), self.options, self.policy, tuned,     # no sets: their
+                    self.kernel_threads(context, graph), target.fingerprint,   # order varies
+                    target.vector_bytes, host_cpu_name()))                     # by process
+        choice = recall(self.cache, key, context)
+        if choice is not None:
+            graph.claims, graph.predictions = choice.claims, choice.predictions
+            return choice.partitions
+        reads = context.record()
+        chosen = super().choose(context, plan)
+        if not any(c.reason is not None and c.reason.phrase == INTERNAL_ERROR
+                   for c in graph.claims.values()):   # perhaps not the same next time
+            keep(self.cache, key, reads, Choice(chosen, graph.claims, graph.predictions))
+        return chosen
 
     def select_partitions(self, context: Context, partitions: list[Partition]) -> list[Partition]:
         """TFLite's selection (largest first, limits) among the partitions whose kernel builds
@@ -214,7 +237,7 @@ class FusionDelegate(SimpleDelegate):
         """The partition's IR (as partition_ir makes it) at the current shapes, or why there
         is none."""
         try:
-            nodes = [fused_node(context.node(n)) for n in sorted(partition.nodes)]
+            nodes = [fused_node(context, context.node(n)) for n in sorted(partition.nodes)]
             if not live_nodes(nodes, partition.outputs):
                 return NotClaimed("nothing reads what it computes (XNNPACK drops such nodes)")
             return partition_ir(context, nodes, partition,
@@ -238,7 +261,7 @@ class FusionDelegate(SimpleDelegate):
     def initialize(self, context: Context) -> None:
         graph = self.graph
         graph.pool = self.thread_pool(context)
-        keep_lookups_in(self.cache)
+        keep_in(self.cache)
         if not self.decisions.in_use:
             return
         graph.tuning_key = TuningKey(graph_fingerprint(context), numba_target().fingerprint,
@@ -299,8 +322,7 @@ def tables_kernels(irs, cache: KernelCache) -> list[tuple[str, str]]:
 def _internal_error(nodes: tuple[int, ...], error: Exception) -> NotClaimed:
     """Why a partition is left to LiteRT when our code fails on it (logged with its trace)."""
     log.warning("partition %s: %s", nodes, error, exc_info=True)
-    return NotClaimed("kernel cannot be built: internal error {}: {}", type(error).__name__,
-                      error)
+    return NotClaimed(INTERNAL_ERROR, type(error).__name__, error)
 
 
 def partition_ir(context: Context, nodes: list[FusedNode], partition: Partition,
@@ -391,7 +413,7 @@ class FusionKernel(SimpleDelegateKernel):
 
     def init(self, context: Context, nodes: list[NodeInfo], inputs: tuple[int, ...],
              outputs: tuple[int, ...]) -> None:
-        self.nodes = [fused_node(n) for n in sorted(nodes, key=lambda n: n.index)]
+        self.nodes = [fused_node(context, n) for n in sorted(nodes, key=lambda n: n.index)]
         self.partition = Partition(tuple(n.index for n in self.nodes), inputs, outputs)
         self.graph = self.delegate.graph      # the subgraph being prepared
         first = self.graph.claims.get(self.partition.nodes[0])

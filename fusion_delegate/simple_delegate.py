@@ -144,6 +144,12 @@ class SimpleDelegate:
             chosen.append(partition)
         return chosen
 
+    def choose(self, context: Context, plan: tuple[int, ...]) -> list[Partition]:
+        """The partitions to delegate: of the supported nodes, as the runtime groups them, those
+        select_partitions keeps."""
+        supported = tuple(i for i in plan if self.is_node_supported(context, context.node(i)))
+        return self.select_partitions(context, context.preview_partitions(supported))
+
     @property
     def main_graph(self) -> Graph:
         """The model's main graph: the subgraph with the most nodes, for tools and tests."""
@@ -168,9 +174,7 @@ class SimpleDelegate:
         self.initialize(context)
         plan = context.execution_plan()
         self.graph.plan = plan
-        supported = tuple(i for i in plan if self.is_node_supported(context, context.node(i)))
-        chosen = self.select_partitions(context, context.preview_partitions(supported))
-        self.graph.partitions = chosen
+        chosen = self.graph.partitions = self.choose(context, plan)
         nodes = sorted(n for partition in chosen for n in partition.nodes)
         log.info("%s: %d of %d nodes delegated in %d partitions",
                  self.name, len(nodes), len(plan), len(chosen))

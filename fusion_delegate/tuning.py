@@ -26,7 +26,8 @@ from pathlib import Path
 import llvmlite
 import numba
 
-from codegen.compile import helpers_digest, untrusted_reason, write_atomic
+from codegen.compile import untrusted_reason, write_atomic
+from codegen.kept import helpers_digest
 
 from . import runtime
 from .claims import NotClaimed

@@ -76,6 +76,18 @@ def wrong_op(monkeypatch, name: str, expr: str) -> None:
     monkeypatch.setattr(codegen.pipeline, "KEEP_BUILDS", False)
 
 
+@pytest.fixture(autouse=True)
+def decided_anew(monkeypatch):
+    """Each test's graphs are claimed anew (fusion_delegate.recall): tests patch how claims are
+    made, which neither the process's nor the cache directory's kept decisions know of. Tests
+    of recall turn it back on."""
+    from collections import OrderedDict
+
+    import fusion_delegate.recall
+    monkeypatch.setattr(fusion_delegate.recall, "_MEMORY", OrderedDict())
+    monkeypatch.setattr(fusion_delegate.recall, "ON_DISK", False)
+
+
 @pytest.fixture
 def rng():
     return np.random.default_rng(1234)

@@ -298,16 +298,17 @@ def test_a_build_is_kept_and_read_back_in_a_new_process_without_lowering(tmp_pat
 
 
 def test_an_int8_table_is_kept_and_read_back_in_a_new_process(tmp_path, monkeypatch):
-    """unary_lookup's tables are kept beside the kernels of the cache keep_lookups_in names:
+    """unary_lookup's tables are kept beside the kernels of the cache codegen.kept names:
     a process without them in memory reads them back instead of computing them, equal to the
     computed ones; other arguments are another file; a damaged file, or one others could
     have written, is computed again."""
+    import codegen.kept
     import codegen.quant_reference as reference
     from codegen.qparams import QParams
     x, y = QParams(0.05, 3), QParams(1 / 256, -128)
-    monkeypatch.setattr(reference, "_LOOKUP_CACHE", None)
+    monkeypatch.setattr(codegen.kept, "_CACHE", None)
     computed = reference._lookup("LOGISTIC", x, y, {})
-    reference.keep_lookups_in(KernelCache(tmp_path))
+    codegen.kept.keep_in(KernelCache(tmp_path))
     reference._kept_lookup.cache_clear()
     first = reference.unary_lookup("LOGISTIC", x, y)
     (kept,) = tmp_path.glob("lookup_*.pickle")
@@ -336,6 +337,26 @@ def test_an_int8_table_is_kept_and_read_back_in_a_new_process(tmp_path, monkeypa
             recomputed = reference.unary_lookup("LOGISTIC", x, y)
         assert made and recomputed.table.tobytes() == computed.table.tobytes(), damage
     reference._kept_lookup.cache_clear()
+
+
+def test_the_target_probe_is_kept_beside_the_kernels(tmp_path, monkeypatch):
+    """The vector width LLVM gives numba's target is probed by compiling a loop (20 ms of a
+    warm start) once: a new process reads it from the cache directory."""
+    import codegen.kept
+    import codegen.target as target
+    monkeypatch.setattr(codegen.kept, "_CACHE", None)
+    codegen.kept.keep_in(KernelCache(tmp_path))
+    probes, probe = [], target.vectorised_bytes
+    monkeypatch.setattr(target, "vectorised_bytes", lambda cg: probes.append(1) or probe(cg))
+    try:
+        target.numba_target.cache_clear()
+        first = target.numba_target()
+        target.numba_target.cache_clear()                         # as in a new process
+        again = target.numba_target()
+    finally:
+        target.numba_target.cache_clear()
+    assert probes == [1] and again == first
+    assert len(list(tmp_path.glob("vector_width_*.pickle"))) == 1
 
 
 def test_kernels_compile_interleaved_and_other_numba_code_does_not():

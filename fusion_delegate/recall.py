@@ -1,0 +1,101 @@
+"""Claims made once per graph: a second interpreter of a model, or a new process with the cache
+warm, reads them back instead of deciding again.
+
+Claiming a graph (which nodes the kernels reproduce, which partitions build and pay) is a
+function of what it reads through the Context (nodes, tensors, builtin params, constants) and of
+the delegate's settings; it costs 10-40 ms on a corpus model. The reads are recorded with the
+decisions (`Context.record`), and the decisions are used again only where every recorded read
+gives the same value (`Context.reads_same`) under the same settings. They are kept for the
+process, and beside the kernels in the cache directory, named by the settings, the graph
+(tuning.graph_fingerprint) and the software that decided (`decided_by`).
+"""
+from __future__ import annotations
+
+import copy
+import functools
+import hashlib
+from collections import OrderedDict
+from dataclasses import dataclass
+from pathlib import Path
+
+from codegen.compile import KernelCache
+from codegen.kept import kept_name
+
+from .context import Context, Partition
+from .tuning import software_fingerprint
+
+#: Graphs whose decisions a process keeps in memory, the last used first out.
+KEPT_IN_MEMORY = 64
+#: Whether decisions are kept in the cache directory too (tests that change how claims are
+#: made turn it off: a file names the sources that decided, not a patched function).
+ON_DISK = True
+
+_MEMORY: OrderedDict[str, tuple[dict, Choice]] = OrderedDict()
+
+
+@dataclass
+class Choice:
+    """What claiming decided for one graph: the partitions chosen, and what tools show (each
+    node's claim, each candidate's prediction)."""
+    partitions: list[Partition]
+    claims: dict
+    predictions: dict
+
+    def copy(self) -> Choice:
+        """A copy another graph can own (claims are changed in place; the rest is not)."""
+        return Choice(list(self.partitions), {n: copy.copy(c) for n, c in self.claims.items()},
+                      dict(self.predictions))
+
+
+@functools.cache
+def decided_by() -> str:
+    """A hash of what decides: this package's sources and cost models, and what
+    tuning.software_fingerprint names (codegen's sources, numba, llvmlite, the runtime)."""
+    digest = hashlib.sha256(software_fingerprint().encode())
+    for path in sorted([*Path(__file__).parent.glob("*.py"),
+                        *Path(__file__).parent.glob("*.json")]):
+        digest.update(path.name.encode() + b"\0" + path.read_bytes())
+    return digest.hexdigest()[:20]
+
+
+def graph_name(context: Context) -> str:
+    """A name to find a graph's decisions by, quick to make: a hash of its execution plan and
+    of its tensors' types, sizes and quantization. Graphs may share one (a resized input):
+    their recorded reads tell them apart."""
+    fields = [(t.type, t.scale, t.zero_point, t.allocation_type, t.bytes, t.quantization_type)
+              for t in context.all_tensor_fields()]
+    return hashlib.sha256(repr((context.execution_plan(), fields)).encode()).hexdigest()[:24]
+
+
+def recall(cache: KernelCache, key: str, context: Context) -> Choice | None:
+    """The decisions kept for `key` (the settings and graph), if the context reads as they
+    were recorded; a copy, for the caller's graph to own."""
+    kept = _MEMORY.get(key)
+    if kept is None and ON_DISK:
+        kept = cache.read_kept_object(_file_name(key), tuple)
+    if kept is None or len(kept) != 2 or not isinstance(kept[1], Choice):
+        return None
+    reads, choice = kept
+    if not context.reads_same(reads):
+        return None
+    _remember(key, kept)
+    return choice.copy()
+
+
+def keep(cache: KernelCache, key: str, reads: dict, choice: Choice) -> None:
+    """Keep decisions and the reads they were made from, for this process and the next."""
+    kept = (reads, choice.copy())
+    _remember(key, kept)
+    if ON_DISK:
+        cache.keep_object(_file_name(key), kept)
+
+
+def _remember(key: str, kept: tuple[dict, Choice]) -> None:
+    _MEMORY[key] = kept
+    _MEMORY.move_to_end(key)
+    while len(_MEMORY) > KEPT_IN_MEMORY:
+        _MEMORY.popitem(last=False)
+
+
+def _file_name(key: str) -> str:
+    return kept_name("claims", (key + decided_by()).encode())
