@@ -92,8 +92,12 @@ class Context:
         where one fails)."""
         try:
             for (kind, *args), value in reads.items():
-                read = getattr(self, kind)
-                if _comparable(kind, read(*args) if callable(read) else read) != value:
+                if kind == "tensor":            # most reads, compared as they are
+                    same = (self._tensors.get(args[0]) or self.tensor(*args)) == value
+                else:
+                    read = getattr(self, kind)
+                    same = _comparable(kind, read(*args) if callable(read) else read) == value
+                if not same:
                     return False
             return True
         except (RuntimeError, IndexError, ValueError):

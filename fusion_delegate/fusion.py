@@ -37,7 +37,7 @@ from .errors import KernelBuildError, KernelCompileError
 from .features import partition_features, plan_nodes
 from .options import FusionOptions
 from .policy import ClaimPolicy
-from .recall import Choice, graph_name, keep, recall
+from .recall import PREPARED, Choice, graph_name, keep, recall
 from .simple_delegate import Graph, SimpleDelegate, SimpleDelegateKernel, largest_first
 from .threadpool import NoPool, ThreadPool, interpreter_pool
 from .tuning import DecisionStore, TuningKey, graph_fingerprint, software_fingerprint
@@ -92,7 +92,7 @@ def kernel_cache(cache_dir: str) -> KernelCache:
     return _CACHES[cache_dir]
 
 
-@dataclass
+@dataclass(frozen=True)
 class NodeClaim:
     """What the delegate decided for one node of the execution plan."""
     index: int
@@ -166,12 +166,7 @@ class FusionDelegate(SimpleDelegate):
     def choose(self, context: Context, plan: tuple[int, ...]) -> list[Partition]:
         """The partitions chosen for this graph before, where it reads the same under the same
         settings (fusion_delegate.recall), else chosen now and kept."""
-        graph = self.graph
-        tuned = graph.tuned and (sorted(graph.tuned.claimed), graph.tuned.tuned_at)
-        target = numba_target()
-        key = repr((graph_name(context), self.options, self.policy, tuned,     # no sets: their
-                    self.kernel_threads(context, graph), target.fingerprint,   # order varies
-                    target.vector_bytes, host_cpu_name()))                     # by process
+        graph, key = self.graph, self.recall_key(context)
         choice = recall(self.cache, key, context)
         if choice is not None:
             graph.claims, graph.predictions = choice.claims, choice.predictions
@@ -182,6 +177,16 @@ class FusionDelegate(SimpleDelegate):
                    for c in graph.claims.values()):   # perhaps not the same next time
             keep(self.cache, key, reads, Choice(chosen, graph.claims, graph.predictions))
         return chosen
+
+    def recall_key(self, context: Context) -> str:
+        """What claims depend on besides the graph's reads: the graph's name, the settings (not
+        cache_dir: a shipped cache is found anywhere), the thread counts, the CPU target and
+        the host's cost model. No sets: their order varies by process."""
+        graph, target = self.graph, numba_target()
+        tuned = graph.tuned and (sorted(graph.tuned.claimed), graph.tuned.tuned_at)
+        return repr((graph_name(context), replace(self.options, cache_dir=""), self.policy,
+                     tuned, context.num_threads, self.kernel_threads(context, graph),
+                     target.fingerprint, target.vector_bytes, host_cpu_name()))
 
     def select_partitions(self, context: Context, partitions: list[Partition]) -> list[Partition]:
         """TFLite's selection (largest first, limits) among the partitions whose kernel builds
@@ -226,10 +231,10 @@ class FusionDelegate(SimpleDelegate):
             elif reason is None:
                 reason = NotClaimed("over max_delegated_partitions")
             for node in partition.nodes:
-                graph.claims[node].reason = reason
+                graph.claims[node] = replace(graph.claims[node], reason=reason)
         for number, partition in enumerate(chosen):
             for node in partition.nodes:
-                graph.claims[node].partition = number
+                graph.claims[node] = replace(graph.claims[node], partition=number)
         graph.built = {p.nodes: graph.built[p.nodes] for p in chosen}
         return chosen
 
@@ -429,13 +434,8 @@ class FusionKernel(SimpleDelegateKernel):
             # The kernel finds its tensors at their places in the node's lists.
             raise KernelBuildError(hint.format("the runtime's node lists other tensors than "
                                                "the partition it was made for"))
-        ir = partition_ir(context, self.nodes, self.partition,
-                          self.delegate.kernel_threads(context, self.graph),
-                          self.delegate.options.precision)
-        kept = self.graph.built.get(self.partition.nodes)
         try:
-            built = (kept[1] if kept is not None and kept[0] == ir
-                     else build(ir, LAYOUT, cache=self.delegate.cache))
+            ir, built = self.prepared_build(context)
         except NotBuildable as error:
             raise KernelBuildError(hint.format(error)) from error
         self.graph.built[self.partition.nodes] = ir, built
@@ -461,6 +461,24 @@ class FusionKernel(SimpleDelegateKernel):
                       >= HUGE_PAGE]
         self.native_invoke_address = 0 if self.large else kernel.address
         self.graph.kernels[self.number] = PreparedKernel(self.number, ir, kernel, built.legend)
+
+    def prepared_build(self, context: Context) -> tuple[KernelIR, Built]:
+        """The partition's IR at the context's shapes and its build: the one claiming built, or
+        the one a kernel of the same partition prepared from the same reads (a second
+        interpreter of a model; recall.PREPARED), else built now."""
+        threads = self.delegate.kernel_threads(context, self.graph)
+        precision = self.delegate.options.precision
+        key = (tuple(self.nodes), self.partition, threads, precision)
+        found = PREPARED.find(key, context)
+        if found is not None:
+            return found
+        reads = context.record()
+        ir = partition_ir(context, self.nodes, self.partition, threads, precision)
+        kept = self.graph.built.get(self.partition.nodes)
+        built = (kept[1] if kept is not None and kept[0] == ir
+                 else build(ir, LAYOUT, cache=self.delegate.cache))
+        PREPARED.keep(key, reads, (ir, built))
+        return ir, built
 
     def invoke(self, context: Context) -> None:
         """The first invoke after a prepare that left large tensors: advise their memory into

@@ -11,7 +11,6 @@ process, and beside the kernels in the cache directory, named by the settings, t
 """
 from __future__ import annotations
 
-import copy
 import functools
 import hashlib
 from collections import OrderedDict
@@ -24,13 +23,48 @@ from codegen.kept import kept_name
 from .context import Context, Partition
 from .tuning import software_fingerprint
 
-#: Graphs whose decisions a process keeps in memory, the last used first out.
-KEPT_IN_MEMORY = 64
 #: Whether decisions are kept in the cache directory too (tests that change how claims are
 #: made turn it off: a file names the sources that decided, not a patched function).
 ON_DISK = True
 
-_MEMORY: OrderedDict[str, tuple[dict, Choice]] = OrderedDict()
+
+class Recorded:
+    """Values made from what a Context read, each kept with those reads under a key: found again
+    only where the context reads the same. The last used are kept, up to `size`."""
+
+    def __init__(self, size: int) -> None:
+        self.size = size
+        self._kept: OrderedDict[object, tuple[dict, object]] = OrderedDict()
+
+    def find(self, key: object, context: Context, kept: tuple | None = None) -> object | None:
+        """The value kept for `key` (or `kept`, read elsewhere), if `context` reads as it did."""
+        kept = kept or self._kept.get(key)
+        if not isinstance(kept, tuple) or len(kept) != 2 or not context.reads_same(kept[0]):
+            return None
+        self.keep(key, *kept)
+        return kept[1]
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._kept
+
+    def keep(self, key: object, reads: dict, value: object) -> None:
+        self._kept[key] = reads, value
+        self._kept.move_to_end(key)
+        while len(self._kept) > self.size:
+            self._kept.popitem(last=False)
+
+    def clear(self) -> None:
+        self._kept.clear()
+
+
+#: Decisions per graph and settings, and partitions' prepared kernels (fusion.py).
+CHOICES, PREPARED = Recorded(64), Recorded(1024)
+
+
+def forget() -> None:
+    """Forget what this process keeps (the cache directory's files stay)."""
+    CHOICES.clear()
+    PREPARED.clear()
 
 
 @dataclass
@@ -42,9 +76,8 @@ class Choice:
     predictions: dict
 
     def copy(self) -> Choice:
-        """A copy another graph can own (claims are changed in place; the rest is not)."""
-        return Choice(list(self.partitions), {n: copy.copy(c) for n, c in self.claims.items()},
-                      dict(self.predictions))
+        """A copy another graph can own (its dicts and list; what they hold does not change)."""
+        return Choice(list(self.partitions), dict(self.claims), dict(self.predictions))
 
 
 @functools.cache
@@ -68,33 +101,21 @@ def graph_name(context: Context) -> str:
 
 
 def recall(cache: KernelCache, key: str, context: Context) -> Choice | None:
-    """The decisions kept for `key` (the settings and graph), if the context reads as they
-    were recorded; a copy, for the caller's graph to own."""
-    kept = _MEMORY.get(key)
-    if kept is None and ON_DISK:
+    """The decisions kept for `key` (the settings and graph), in memory or else in the cache
+    directory, if the context reads as they were recorded; a copy, for the caller's graph to
+    own."""
+    kept = None
+    if key not in CHOICES and ON_DISK:
         kept = cache.read_kept_object(_file_name(key), tuple)
-    if kept is None or len(kept) != 2 or not isinstance(kept[1], Choice):
-        return None
-    reads, choice = kept
-    if not context.reads_same(reads):
-        return None
-    _remember(key, kept)
-    return choice.copy()
+    choice = CHOICES.find(key, context, kept)
+    return choice.copy() if isinstance(choice, Choice) else None
 
 
 def keep(cache: KernelCache, key: str, reads: dict, choice: Choice) -> None:
     """Keep decisions and the reads they were made from, for this process and the next."""
-    kept = (reads, choice.copy())
-    _remember(key, kept)
+    CHOICES.keep(key, reads, choice.copy())
     if ON_DISK:
-        cache.keep_object(_file_name(key), kept)
-
-
-def _remember(key: str, kept: tuple[dict, Choice]) -> None:
-    _MEMORY[key] = kept
-    _MEMORY.move_to_end(key)
-    while len(_MEMORY) > KEPT_IN_MEMORY:
-        _MEMORY.popitem(last=False)
+        cache.keep_object(_file_name(key), (reads, choice))
 
 
 def _file_name(key: str) -> str:

@@ -2,7 +2,8 @@
 kernels; over the corpus, the distinct kernels of all of them. A kernel is its source's cache
 key (codegen.compile.cache_key), so two partitions whose sources are one text count once.
 Nothing is compiled: the delegate chooses its partitions when the interpreter is constructed,
-and this script records the sources it would compile then.
+and this script records the sources it would compile then (claims are made anew, not read back
+from the cache: fusion_delegate.recall).
 
     python perf/kernels.py [--models GLOB ...] [--threads 1] [--option key=value ...]
                            [--sources FILE]
@@ -23,7 +24,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from codegen.compile import cache_key  # noqa: E402
-from fusion_delegate import FusionDelegate, fusion  # noqa: E402
+from fusion_delegate import FusionDelegate, fusion, recall  # noqa: E402
 from fusion_delegate.options import FusionOptions  # noqa: E402
 from fusion_delegate.runtime import Interpreter  # noqa: E402
 
@@ -39,6 +40,7 @@ def chosen_kernels(model: Path, threads: int, options: FusionOptions) -> list[st
         return 0
 
     compile_ahead, fusion.compile_ahead = fusion.compile_ahead, record
+    recall.forget()                       # decided anew, as in a process with an empty cache
     try:
         Interpreter(model_path=str(model), num_threads=threads,
                     experimental_delegates=[FusionDelegate(options)])
@@ -56,6 +58,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--sources", type=Path, help="write every distinct source here (JSON)")
     args = parser.parse_args(argv)
     options = FusionOptions.parse(args.option)
+    recall.ON_DISK = False
     manifest = json.loads((CORPUS / "manifest.json").read_text())["models"]
     models = [CORPUS / m["file"] for m in manifest
               if any(fnmatch.fnmatch(Path(m["file"]).stem, p) for p in args.models)]

@@ -81,10 +81,8 @@ def decided_anew(monkeypatch):
     """Each test's graphs are claimed anew (fusion_delegate.recall): tests patch how claims are
     made, which neither the process's nor the cache directory's kept decisions know of. Tests
     of recall turn it back on."""
-    from collections import OrderedDict
-
     import fusion_delegate.recall
-    monkeypatch.setattr(fusion_delegate.recall, "_MEMORY", OrderedDict())
+    fusion_delegate.recall.forget()
     monkeypatch.setattr(fusion_delegate.recall, "ON_DISK", False)
 
 

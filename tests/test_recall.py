@@ -1,5 +1,7 @@
 """Claims made once per graph (fusion_delegate.recall): read back for a graph that reads the
 same, in this process or from the cache directory, and made anew for any other."""
+import shutil
+
 import numpy as np
 import pytest
 
@@ -50,7 +52,7 @@ def test_a_second_interpreter_of_a_model_reads_its_claims_back(tmp_path, decisio
     assert decisions == []
     assert claims_of(again) == claims_of(first) and again.predictions == first.predictions
     assert same_bits(got, want)
-    assert again.claims[0] is not first.claims[0]         # its own, to change
+    assert again.claims is not first.claims                 # its own, to change
 
 
 @pytest.mark.parametrize("other", [dict(scale=3.0), dict(activation=3)],
@@ -82,23 +84,24 @@ def test_other_settings_are_claimed_anew(tmp_path, decisions):
 
 def test_claims_kept_in_the_cache_directory_serve_a_new_process(tmp_path, decisions,
                                                                 monkeypatch):
-    """A process without them in memory reads them from the cache directory; a damaged file,
-    or one others could have written, is not read: the graph is claimed anew."""
+    """A process without them in memory reads them from the cache directory, wherever it is
+    (a copy shipped elsewhere); a damaged file, or one others could have written, is not
+    read: the graph is claimed anew."""
     monkeypatch.setattr(recall, "ON_DISK", True)
     model = chain()
-    first = FusionDelegate(cache_dir=str(tmp_path), min_speedup=0.0)
+    first = FusionDelegate(cache_dir=str(tmp_path / "cache"), min_speedup=0.0)
     builtin_interpreter(model, [first])
-    (kept,) = tmp_path.glob("claims_*.pickle")
-    for damage in (None, "truncate", "others can write"):
+    shutil.copytree(tmp_path / "cache", tmp_path / "shipped")
+    (kept,) = (tmp_path / "cache").glob("claims_*.pickle")
+    for damage in (None, "shipped", "truncate", "others can write"):
         if damage == "truncate":
             kept.write_bytes(kept.read_bytes()[:100])
         elif damage == "others can write":
             kept.chmod(0o666)
-        recall._MEMORY.clear()                                    # as in a new process
+        recall.forget()                                           # as in a new process
         decisions.clear()
-        delegate = FusionDelegate(cache_dir=str(tmp_path), min_speedup=0.0)
+        directory = tmp_path / ("shipped" if damage == "shipped" else "cache")
+        delegate = FusionDelegate(cache_dir=str(directory), min_speedup=0.0)
         builtin_interpreter(model, [delegate])
-        assert bool(decisions) == (damage is not None), damage
+        assert bool(decisions) == (damage not in (None, "shipped")), damage
         assert claims_of(delegate) == claims_of(first), damage
-        if damage == "truncate":
-            (kept,) = tmp_path.glob("claims_*.pickle")           # written again, whole
