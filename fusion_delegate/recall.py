@@ -7,7 +7,7 @@ the delegate's settings; it costs 10-40 ms on a corpus model. The reads are reco
 decisions (`Context.record`), and the decisions are used again only where every recorded read
 gives the same value (`Context.reads_same`) under the same settings. They are kept for the
 process, and beside the kernels in the cache directory, named by the settings, the graph
-(tuning.graph_fingerprint) and the software that decided (`decided_by`).
+(`graph_name`) and the software that decided (`decided_by`).
 """
 from __future__ import annotations
 
