@@ -116,10 +116,13 @@ class Context:
     def num_threads(self) -> int:
         return self._note("num_threads", (), self._ctx.recommended_num_threads)
 
-    def _raw_tensor(self, index: int) -> abi.TfLiteTensor:
+    def _tensor_address(self, index: int) -> int:
         if not 0 <= index < self._ctx.tensors_size:
             raise IndexError(f"tensor index {index} out of range [0, {self._ctx.tensors_size})")
-        return self._ctx.tensors[index]
+        return self._tensors_address + index * abi.TENSOR_SIZE
+
+    def _raw_tensor(self, index: int) -> abi.TfLiteTensor:
+        return abi.TfLiteTensor.from_address(self._tensor_address(index))
 
     def all_tensor_fields(self) -> list[abi.TensorFields]:
         """Every tensor's struct fields, read in one go (not recorded)."""
@@ -133,9 +136,7 @@ class Context:
         return self._note("tensor", (index,), info)
 
     def _read_tensor(self, index: int) -> TensorInfo:
-        if not 0 <= index < self._ctx.tensors_size:
-            raise IndexError(f"tensor index {index} out of range [0, {self._ctx.tensors_size})")
-        raw = abi.tensor_fields(self._tensors_address + index * abi.TENSOR_SIZE)
+        raw = abi.tensor_fields(self._tensor_address(index))
         per_channel = False
         if raw.quantization_type == 1 and raw.quantization_params:
             scales = c_void_p.from_address(raw.quantization_params).value  # affine.scale
