@@ -26,15 +26,28 @@ log = logging.getLogger("fusion_delegate.compile")
 #: Fewer kernels than this compile in the caller alone: a worker takes about a second to start.
 MIN_KERNELS = 3
 TIMEOUT_SECONDS = 900
+#: Names how many processes compile at once, the caller included (1: the caller alone), where
+#: the cores this process may use are not all for compiling (pytest-xdist's workers, a CPU quota).
+WORKERS_ENV = "FUSION_DELEGATE_COMPILE_WORKERS"
+
+
+def default_workers() -> int:
+    """The processes that compile at once: `WORKERS_ENV` if it is a positive number, else one
+    per core this process may run on."""
+    try:
+        return max(1, int(os.environ[WORKERS_ENV]))
+    except (KeyError, ValueError):
+        return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (
+            os.cpu_count() or 1)
 
 
 def compile_ahead(cache: KernelCache, kernels: list[tuple[str, str]],
                   workers: int | None = None) -> int:
     """Compile the (name, source) kernels `cache` lacks in this process and up to `workers`
-    - 1 others (default: one per core), if there are MIN_KERNELS of them, and return how many
-    it lacked."""
+    - 1 others (default: `default_workers()`), if there are MIN_KERNELS of them, and return how
+    many it lacked."""
     paths = cache.uncompiled(kernels)
-    workers = min(workers or os.cpu_count() or 1, len(paths))
+    workers = min(workers or default_workers(), len(paths))
     if len(paths) < MIN_KERNELS or workers < 2:
         return len(paths)
     start = time.perf_counter()

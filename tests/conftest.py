@@ -13,6 +13,7 @@ from codegen.ir import KernelIR, Op, Value
 from codegen.render import TensorTableLayout, render_kernel
 from codegen.schedule import plan
 from codegen.target import Target, numba_target
+from codegen.workers import WORKERS_ENV
 from fusion_delegate.runtime import Interpreter, OpResolverType
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -22,6 +23,11 @@ sys.path.insert(0, str(ROOT / "examples"))
 # on the same cases every time; elsewhere each run explores new ones.
 settings.register_profile("ci", derandomize=True)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "default"))
+
+# pytest-xdist already runs a test process per core: compile workers beside each would only add
+# their start-up (codegen.workers). Tests of the workers ask for them by number.
+if os.environ.get("PYTEST_XDIST_WORKER"):
+    os.environ.setdefault(WORKERS_ENV, "1")
 
 BUILTIN = OpResolverType.BUILTIN_WITHOUT_DEFAULT_DELEGATES
 #: The target kernels are planned for: numba's, as the delegate plans them.

@@ -536,3 +536,17 @@ def children_running(command: str) -> list[int]:
         if parent == os.getpid() and command in cmdline:
             found.append(int(stat.parent.name))
     return found
+
+
+def test_the_compile_workers_are_one_per_core_unless_the_environment_says(monkeypatch):
+    from codegen.workers import WORKERS_ENV, default_workers
+    monkeypatch.setenv(WORKERS_ENV, "3")
+    assert default_workers() == 3
+    monkeypatch.setenv(WORKERS_ENV, "0")
+    assert default_workers() == 1
+    for unset in ("many", None):
+        if unset is None:
+            monkeypatch.delenv(WORKERS_ENV)
+        else:
+            monkeypatch.setenv(WORKERS_ENV, unset)
+        assert default_workers() == len(os.sched_getaffinity(0))

@@ -101,7 +101,7 @@ def test_exact_op_models_match_builtin_kernels_bit_for_bit(graph, seed, cache_di
     check_new("exact ops", graph, seed, cache_dir)
 
 
-@settings(SETTINGS, max_examples=24)
+@settings(SETTINGS, max_examples=12)
 @given(graph=graphs(op_names=FAST_OPS), seed=st.integers(0, 2**32 - 1))
 def test_fast_precision_models_match_builtin_kernels_within_budget(graph, seed, cache_dir):
     check_new("fast ops", graph, seed, cache_dir, precision="fast")
