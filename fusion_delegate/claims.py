@@ -90,7 +90,7 @@ def unsupported_reason(context: Context, node: NodeInfo) -> NotClaimed | None:
         return arity_reason(node, spec.arity)
     if any(t < 0 for t in node.inputs):
         return NotClaimed("optional input missing")
-    reason = operands_reason(spec.name, tensors, spec.dtypes)
+    reason = operands_reason(context, spec.name, tensors, spec.dtypes)
     if reason:
         return reason
     exponent = tensors[1] if spec.name == "POW" else None
@@ -116,7 +116,7 @@ def reduction_reason(context: Context, node: NodeInfo,
     if len(node.inputs) != arity or len(node.outputs) != 1 or any(t < 0 for t in node.inputs):
         return arity_reason(node, arity)
     x, out = tensors[0], tensors[-1]
-    reason = operands_reason(name, [x, out], ("float32", *QUANT_OPS[name].dtypes))
+    reason = operands_reason(context, name, [x, out], ("float32", *QUANT_OPS[name].dtypes))
     if reason:
         return reason
     if x.type_name != out.type_name:
@@ -178,7 +178,7 @@ def stencil_reason(context: Context, node: NodeInfo,
                               "bias, only)", name, role, tensor.type_name.lower())
         if tensor.is_dynamic or tensor.sparse:
             return NotClaimed("{} tensor {}", "dynamic" if tensor.is_dynamic else "sparse",
-                              tensor.name or tensor.index)
+                              tensor_label(context, tensor))
     if not all(fixed(context, t) for t in (weights, bias)):
         return NotClaimed("{} weights or bias not constant", name)
     if data.is_constant:
@@ -267,20 +267,26 @@ def reduction_axes(axis: np.ndarray, rank: int) -> tuple[int, ...] | None:
     return tuple(sorted({a % rank for a in axes}))
 
 
-def operands_reason(op: str, tensors: list[TensorInfo],
+def tensor_label(context: Context, tensor: TensorInfo) -> str | int:
+    """How messages name a tensor: by its name, else its index."""
+    return context.tensor_name(tensor.index) or tensor.index
+
+
+def operands_reason(context: Context, op: str, tensors: list[TensorInfo],
                     dtypes: tuple[str, ...]) -> NotClaimed | None:
     """Why the node's tensors (inputs, then output) keep it from being fused, if they do:
     dtype, rank, storage, quantization per channel, shapes."""
     for tensor in tensors:
-        label = tensor.name or tensor.index
         if tensor.type_name.lower() not in dtypes:
             return NotClaimed("dtype {} not supported", tensor.type_name.lower())
         if len(tensor.shape) > MAX_RANK:
             return NotClaimed("rank {} > {}", len(tensor.shape), MAX_RANK)
         if tensor.is_dynamic or tensor.sparse:
-            return NotClaimed("{} tensor {}", "dynamic" if tensor.is_dynamic else "sparse", label)
+            return NotClaimed("{} tensor {}", "dynamic" if tensor.is_dynamic else "sparse",
+                              tensor_label(context, tensor))
         if tensor.per_channel:
-            return NotClaimed("per-channel quantization of {} not supported", label)
+            return NotClaimed("per-channel quantization of {} not supported",
+                              tensor_label(context, tensor))
     try:
         shape = broadcast_shapes(*(t.shape for t in tensors[:-1]))
     except IRError:
@@ -300,7 +306,7 @@ def quantized_reason(context: Context, node: NodeInfo,
     arity = 2 if name in BINARY_OPS else 1
     if len(node.inputs) != arity or len(node.outputs) != 1 or any(t < 0 for t in node.inputs):
         return arity_reason(node, arity)
-    reason = operands_reason(name, tensors, DTYPES)
+    reason = operands_reason(context, name, tensors, DTYPES)
     if reason:
         return reason
     if name in PARAMS_STRUCTS and not node.builtin_data:

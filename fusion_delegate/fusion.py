@@ -472,6 +472,8 @@ class FusionKernel(SimpleDelegateKernel):
         found = PREPARED.find(key, context)
         if found is not None:
             return found
+        context.prefetch(tensors=[t for node in self.nodes for t in (*node.inputs, node.output)
+                                  if t >= 0])
         reads = context.record()
         ir = partition_ir(context, self.nodes, self.partition, threads, precision)
         kept = self.graph.built.get(self.partition.nodes)

@@ -17,6 +17,8 @@ from collections import OrderedDict
 from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
+
 from codegen.compile import KernelCache
 from codegen.kept import kept_name
 
@@ -95,9 +97,11 @@ def graph_name(context: Context) -> str:
     """A name to find a graph's decisions by, quick to make: a hash of its execution plan and
     of its tensors' types, sizes and quantization. Graphs may share one (a resized input):
     their recorded reads tell them apart."""
-    fields = [(t.type, t.scale, t.zero_point, t.allocation_type, t.bytes, t.quantization_type)
-              for t in context.all_tensor_fields()]
-    return hashlib.sha256(repr((context.execution_plan(), fields)).encode()).hexdigest()[:24]
+    table = context.tensor_table()
+    digest = hashlib.sha256(repr(context.execution_plan()).encode())
+    for field in ("type", "scale", "zero_point", "allocation_type", "bytes", "quantization_type"):
+        digest.update(np.ascontiguousarray(table[field]).tobytes())
+    return digest.hexdigest()[:24]
 
 
 def recall(cache: KernelCache, key: str, context: Context) -> Choice | None:

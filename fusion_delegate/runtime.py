@@ -10,7 +10,8 @@ know, which would corrupt memory instead of failing.
 
 Which runtime will host a delegate cannot be known when it is created (several may be installed),
 so `check_supported()` looks at what is already imported, else at what is installed;
-`abi.check_live_context()` at prepare remains the safety net.
+`abi.check_live_context()` at the first prepare under each runtime library remains the safety
+net.
 
 One place picks the runtime for tools and tests: `FUSION_DELEGATE_RUNTIME` (a name below) if set,
 else one whose interpreter is already imported, else the first installed in the order below.

@@ -115,6 +115,9 @@ class SimpleDelegate:
         #: prepares the delegate on each. `graph` is the one being prepared.
         self.graphs: dict[int, Graph] = {}
         self.graph = Graph()
+        #: The nodes the running Prepare hands to kernels, as it read them: their kernels' init
+        #: (called from within it) need not read them again.
+        self.replacing: dict[int, NodeInfo] = {}
         self._name_bytes = self.name.encode()
         self._delegate = abi.TfLiteDelegate(
             data_=None, Prepare=_DELEGATE_PREPARE,
@@ -147,6 +150,7 @@ class SimpleDelegate:
     def choose(self, context: Context, plan: tuple[int, ...]) -> list[Partition]:
         """The partitions to delegate: of the supported nodes, as the runtime groups them, those
         select_partitions keeps."""
+        context.prefetch(tensors=range(context.num_tensors), nodes=plan)
         supported = tuple(i for i in plan if self.is_node_supported(context, context.node(i)))
         return self.select_partitions(context, context.preview_partitions(supported))
 
@@ -169,7 +173,7 @@ class SimpleDelegate:
         return self._address
 
     def _prepare(self, context: Context) -> None:
-        abi.check_live_context(context.pointer)
+        abi.check_runtime_layout(context.pointer)
         self.graph = self.graphs[context.address()] = Graph()
         self.initialize(context)
         plan = context.execution_plan()
@@ -185,12 +189,15 @@ class SimpleDelegate:
             invoke=native.invoke_trampoline.address, builtin_code=abi.kTfLiteBuiltinDelegate,
             custom_name=self._name_bytes, version=1)
         self.last_error = None
+        self.replacing = {n: context.node(n) for n in nodes}
         try:
             context.replace_node_subsets(registration, tuple(nodes), self._delegate)
         except RuntimeError:
             if self.last_error is not None:
                 raise self.last_error from None  # a kernel init failed: that is the cause
             raise
+        finally:
+            self.replacing = {}
 
 
 # --- the C callbacks ----------------------------------------------------------------------------
@@ -280,7 +287,10 @@ def _kernel_init(context: Context, buffer, length) -> int:
     with _GRAPH_LOCK:
         sweep_freed_kernels()
         kernel = delegate.create_kernel()
-        nodes = [context.node(i) for i in abi.int_array(params.nodes_to_replace)]
+        indices = abi.int_array(params.nodes_to_replace)
+        context.adopt([delegate.replacing[i] for i in indices if i in delegate.replacing])
+        context.prefetch(nodes=indices)
+        nodes = [context.node(i) for i in indices]
         kernel.init(context, nodes, abi.int_array(params.input_tensors),
                     abi.int_array(params.output_tensors))
         address = abi.malloc(native.SLOT_BYTES)

@@ -8,6 +8,7 @@ from fusion_delegate import abi
 from fusion_delegate.demo import build_demo_model
 from fusion_delegate.errors import AbiMismatchError
 from fusion_delegate.model import read_model, tflite_dtype
+from fusion_delegate.context import Context
 from fusion_delegate.simple_delegate import SimpleDelegate
 
 
@@ -17,7 +18,14 @@ class RecordingDelegate(SimpleDelegate):
     def initialize(self, context):
         abi.check_live_context(context.pointer)
         self.tensors = [context.tensor(i) for i in range(context.num_tensors)]
+        self.names = [context.tensor_name(i) for i in range(context.num_tensors)]
         self.bytes = [context.pointer.contents.tensors[i].bytes for i in range(context.num_tensors)]
+        plan = context.execution_plan()
+        self.nodes = [context.node(i) for i in plan]
+        together = Context(context.pointer)      # the same, read in bulk (gathered per field)
+        together.prefetch(tensors=range(context.num_tensors), nodes=plan)
+        self.read_together = ([together.tensor(i) for i in range(context.num_tensors)],
+                              [together.node(i) for i in plan])
 
     def is_node_supported(self, context, node):
         return False
@@ -35,7 +43,8 @@ def test_wrong_layout_table_is_refused_naming_struct_and_runtime(monkeypatch):
         abi.check_layout()
 
 
-def test_context_tensors_agree_with_model_file(tmp_path):
+def test_context_tensors_agree_with_model_file(monkeypatch):
+    monkeypatch.setattr(abi, "_GATHER_ONE_BY_ONE", 2)  # one read each, or numpy's gathers
     model_bytes = build_demo_model(tokens=8, width=16)
     model = read_model(model_bytes)
     delegate = RecordingDelegate()
@@ -43,8 +52,11 @@ def test_context_tensors_agree_with_model_file(tmp_path):
     file_tensors = model.subgraphs[0].tensors
     assert len(delegate.tensors) == len(file_tensors)
     details = {d["index"]: d for d in interpreter.get_tensor_details()}
-    for seen, nbytes, expected in zip(delegate.tensors, delegate.bytes, file_tensors):
-        assert seen.name == expected.name
+    assert delegate.read_together == (delegate.tensors, delegate.nodes)
+    assert len(delegate.nodes) == len(model.subgraphs[0].operators)
+    for seen, name, nbytes, expected in zip(delegate.tensors, delegate.names, delegate.bytes,
+                                            file_tensors):
+        assert name == expected.name
         assert seen.shape == tuple(expected.shape)
         assert seen.dtype == expected.dtype
         assert nbytes == int(np.prod(expected.shape)) * expected.dtype.itemsize
@@ -105,3 +117,25 @@ def test_a_constant_with_more_bytes_than_its_shape_needs_runs_with_the_delegate(
         it.invoke()
     got, want = (it.get_tensor(it.get_output_details()[0]["index"]) for it in (ours, oracle))
     assert delegate.kernels and np.array_equal(got, want)
+
+
+def test_tensors_and_nodes_read_in_bulk_are_those_read_one_by_one_int8(monkeypatch):
+    """Per-channel and per-tensor quantized tensors of the int8 demo (its convolutions)."""
+    from fusion_delegate.demo import build_quantized_demo_model
+    monkeypatch.setattr(abi, "_GATHER_ONE_BY_ONE", 2)
+    delegate = RecordingDelegate()
+    builtin_interpreter(build_quantized_demo_model(size=8, channels=16), [delegate])
+    assert any(t.per_channel for t in delegate.tensors)
+    assert any(t.scale and not t.per_channel for t in delegate.tensors)
+    assert delegate.read_together == (delegate.tensors, delegate.nodes)
+
+
+def test_the_live_layout_is_checked_once_per_runtime_library(monkeypatch):
+    from fusion_delegate import FusionDelegate
+    checked = []
+    monkeypatch.setattr(abi, "_CHECKED_LIBRARIES", set())
+    monkeypatch.setattr(abi, "check_live_context", checked.append)
+    model = build_demo_model(tokens=8, width=16)
+    for _ in range(2):
+        builtin_interpreter(model, [FusionDelegate()])
+    assert len(checked) == 1 and len(abi._CHECKED_LIBRARIES) == 1
