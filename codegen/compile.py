@@ -134,7 +134,13 @@ def cpu_fingerprint() -> str:
 
 
 def cache_key(source: str) -> str:
-    text = "\n".join([source, numba.__version__, llvmlite.__version__, cpu_fingerprint(),
+    return _cache_key(source, cpu_fingerprint())
+
+
+@functools.lru_cache(maxsize=4096)
+def _cache_key(source: str, fingerprint: str) -> str:
+    """Kept: every kernel's prepare asks, a second interpreter's too (a 10 KB hash)."""
+    text = "\n".join([source, numba.__version__, llvmlite.__version__, fingerprint,
                       helpers_digest()])
     return hashlib.sha256(text.encode()).hexdigest()[:20]
 

@@ -52,7 +52,7 @@ class Target:
         """Vector registers LLVM may allocate: 32 with AVX-512 (and on AArch64), else 16."""
         return 32 if not self.x86 or "avx512f" in self.features else 16
 
-    @property
+    @functools.cached_property
     def fingerprint(self) -> str:
         """What a compiled kernel depends on, for cache keys."""
         return f"{self.machine}-{self.cpu}-{'+'.join(sorted(self.features))}"
@@ -136,7 +136,8 @@ exit:
 
 
 def vectorised_bytes(codegen) -> int:
-    """The widest vector registers in the probe loop as numba's codegen compiles it."""
+    """The widest float vector of the probe loop as numba's codegen optimises it (its IR: the
+    registers of the assembly, which takes as long again to emit, are as wide)."""
     import llvmlite.binding as llvm
     from numba.core.compiler_lock import global_compiler_lock
 
@@ -144,8 +145,5 @@ def vectorised_bytes(codegen) -> int:
     library.add_llvm_module(llvm.parse_assembly(_PROBE))
     with global_compiler_lock:
         library.finalize()
-    assembly = library.get_asm_str()
-    for register, width in (("zmm", 64), ("ymm", 32)):
-        if re.search(rf"\b{register}\d", assembly):
-            return width
-    return 16
+    lanes = [int(n) for n in re.findall(r"<(\d+) x float>", library.get_llvm_str())]
+    return max(16, 4 * max(lanes, default=4))

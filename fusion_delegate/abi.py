@@ -303,8 +303,8 @@ def check_layout() -> None:
 
 
 def _check_fields_read_as_bytes() -> None:
-    """tensor_fields (TENSOR_TABLE) and node_fields read what the ctypes structs' fields
-    hold."""
+    """tensor_fields (TENSOR_TABLE), node_fields and affine_fields read what the ctypes
+    structs' fields hold."""
     tensor = TfLiteTensor(type=9, data=11, dims=ctypes.cast(13, POINTER(TfLiteIntArray)),
                           params=TfLiteQuantizationParams(0.5, -3), allocation_type=5,
                           bytes=17, name=ctypes.cast(19, c_char_p),
@@ -313,10 +313,14 @@ def _check_fields_read_as_bytes() -> None:
                       outputs=ctypes.cast(37, POINTER(TfLiteIntArray)), builtin_data=41)
     registration = TfLiteRegistration(builtin_code=43, custom_name=ctypes.cast(47, c_char_p),
                                       version=53)
+    affine = TfLiteAffineQuantization(scale=ctypes.cast(59, POINTER(TfLiteFloatArray)),
+                                      zero_point=ctypes.cast(61, POINTER(TfLiteIntArray)),
+                                      quantized_dimension=67)
     if (tensor_fields(ctypes.addressof(tensor), 1)
             != [(9, 11, 13, 0.5, -3, 5, 17, 19, 1, 23, 29)]
             or node_fields(ctypes.addressof(node), ctypes.addressof(registration))
-            != (31, 37, 41, 43, 47, 53)):
+            != (31, 37, 41, 43, 47, 53)
+            or affine_fields(ctypes.addressof(affine)) != (59, 61, 67)):
         raise AbiMismatchError(f"the fields read as bytes are not where the structs have them "
                                f"({runtime_version()})")
 
@@ -373,6 +377,7 @@ TENSOR_TABLE = _tensor_table_dtype()
 # Node and registration fields at EXPECTED_LAYOUT's offsets, unpacked from their bytes.
 _NODE_FIELDS = Struct("<QQ24xQ")                 # inputs, outputs, builtin_data
 _REGISTRATION_FIELDS = Struct("<40xi4xQi")       # builtin_code, custom_name, version
+_AFFINE_FIELDS = Struct("<QQi4x")                # scale, zero_point, quantized_dimension
 
 
 def tensor_table(address: int, count: int) -> np.ndarray:
@@ -420,25 +425,26 @@ class _Memory:
     until an element is indexed."""
     __slots__ = ("__array_interface__",)
 
-    def __init__(self, start: int, size: int) -> None:
-        self.__array_interface__ = {"data": (start, True), "shape": (size,), "typestr": "|u1",
-                                    "version": 3}
+    def __init__(self, start: int, size: int, writable: bool = False) -> None:
+        self.__array_interface__ = {"data": (start, not writable), "shape": (size,),
+                                    "typestr": "|u1", "version": 3}
 
 
 #: Fewer addresses than this are read one by one: numpy's fixed cost, about 12 us a gather, is
 #: what 20-30 single reads cost.
 _GATHER_ONE_BY_ONE = 32
-_STRUCT_CODES = {"<i4": "<i", "<u8": "<Q"}
+_ONE_BY_ONE = {"<i4": c_int32, "<u8": c_uint64}
 
 
 def gather(addresses, dtype: str) -> list[int]:
     """The value of `dtype` ("<i4" or "<u8") at each address, 0 for a NULL address: one read
     of each, made in C for many addresses at once."""
-    dtype = np.dtype(dtype)
     if len(addresses) < _GATHER_ONE_BY_ONE:
-        code = _STRUCT_CODES[dtype.str]
-        return [unpack(code, ctypes.string_at(int(a), dtype.itemsize))[0] if a else 0
-                for a in addresses]
+        read = _ONE_BY_ONE[dtype].from_address
+        if isinstance(addresses, np.ndarray):
+            addresses = addresses.tolist()
+        return [read(a).value if a else 0 for a in addresses]
+    dtype = np.dtype(dtype)
     addresses = np.asarray(addresses, np.uint64)
     values = np.zeros(len(addresses), dtype)
     live = addresses != 0
@@ -455,7 +461,8 @@ def int_arrays(pointers) -> list[tuple[int, ...]]:
     """Many TfLiteIntArray* (addresses) as tuples, their sizes and items each gathered in
     one go."""
     if len(pointers) < _GATHER_ONE_BY_ONE:
-        return [int_array(int(p)) for p in pointers]
+        return list(map(int_array, pointers.tolist() if isinstance(pointers, np.ndarray)
+                        else pointers))
     sizes = gather(pointers, "<i4")
     if any(size < 0 or size > 1 << 24 for size in sizes):
         raise AbiMismatchError(f"TfLiteIntArray of size {min(sizes)} or {max(sizes)} "
@@ -534,24 +541,26 @@ def malloc_int_array(values) -> ctypes._Pointer:
     return ctypes.cast(address, POINTER(TfLiteIntArray))
 
 
-def tensor_shape(tensor: TfLiteTensor) -> tuple[int, ...]:
-    return int_array(tensor.dims)
-
-
-def tensor_view(tensor: TfLiteTensor) -> np.ndarray:
+def tensor_view(tensor: TensorFields) -> np.ndarray:
     """A zero-copy numpy view of a tensor's data; build it afresh on every call (buffers move)."""
     dtype = numpy_dtype(tensor.type)
-    shape = tensor_shape(tensor)
+    shape = int_array(tensor.dims)
     count = math.prod(shape)
     if count == 0:
         return np.zeros(shape, dtype)
     if not tensor.data:
-        raise RuntimeError(f"tensor {tensor.name!r} has no data")
+        raise RuntimeError(f"tensor {c_string(tensor.name)!r} has no data")
     if tensor.bytes < count * dtype.itemsize:
-        raise AbiMismatchError(f"tensor {tensor.name!r}: {tensor.bytes} bytes for shape {shape} "
-                               f"{dtype} ({runtime_version()})")
-    buffer = (ctypes.c_char * (count * dtype.itemsize)).from_address(tensor.data)
-    return np.frombuffer(buffer, dtype=dtype).reshape(shape)
+        raise AbiMismatchError(f"tensor {c_string(tensor.name)!r}: {tensor.bytes} bytes for "
+                               f"shape {shape} {dtype} ({runtime_version()})")
+    memory = _Memory(tensor.data, count * dtype.itemsize, writable=True)
+    return np.asarray(memory).view(dtype).reshape(shape)
+
+
+def affine_fields(address: int) -> tuple[int, int, int]:
+    """The TfLiteAffineQuantization at `address`: its scale and zero_point arrays' addresses,
+    and its quantized dimension."""
+    return _AFFINE_FIELDS.unpack(ctypes.string_at(address, _AFFINE_FIELDS.size))
 
 
 #: The runtime libraries whose live tensors passed check_live_context in this process, named by

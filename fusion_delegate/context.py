@@ -76,30 +76,33 @@ class Context:
         self._ctx = pointer.contents
         self._tensors: dict[int, TensorInfo] = {}
         self._nodes: dict[int, NodeInfo] = {}
-        self._reads: dict[tuple, object] | None = None
+        self._reads: dict[str, dict[tuple, object]] | None = None
         self._address = ctypes.cast(pointer, c_void_p).value
         self._tensors_address = ctypes.cast(self._ctx.tensors, c_void_p).value or 0
 
-    def record(self) -> dict[tuple, object]:
+    def record(self) -> dict[str, dict[tuple, object]]:
         """From now on, note each read and a comparable form of what it gave (pointers left
-        out: another interpreter of the same model has its own) in the dict returned."""
+        out: another interpreter of the same model has its own) in the dict returned: by the
+        method read, by its arguments."""
         self._reads = {}
         return self._reads
 
-    def reads_same(self, reads: dict[tuple, object]) -> bool:
+    def reads_same(self, reads: dict[str, dict[tuple, object]]) -> bool:
         """Whether every read of `reads` gives here what it gave where it was recorded (False
         where one fails: what is read anew then says why)."""
         try:
-            tensors = [(key[1], value) for key, value in reads.items() if key[0] == "tensor"]
-            nodes = [(key[1], value) for key, value in reads.items() if key[0] == "node"]
-            self.prefetch(tensors=[i for i, _ in tensors], nodes=[i for i, _ in nodes])
-            # Most reads: tensors and nodes, compared in bulk.
-            if any(self._tensors[i] != value for i, value in tensors) or any(
-                    _comparable("node", self._nodes[i]) != value for i, value in nodes):
+            tensors, nodes = reads.get("tensor", {}), reads.get("node", {})
+            self.prefetch(tensors=[i for i, in tensors], nodes=[i for i, in nodes])
+            # Most reads: tensors and nodes, read in bulk.
+            if any(self._tensors[i] != value for (i,), value in tensors.items()) or any(
+                    _comparable("node", self._nodes[i]) != value
+                    for (i,), value in nodes.items()):
                 return False
-            for (kind, *args), value in reads.items():
-                if kind not in ("tensor", "node"):
-                    read = getattr(self, kind)
+            for kind, kept in reads.items():
+                if kind in ("tensor", "node"):
+                    continue
+                read = getattr(self, kind)
+                for args, value in kept.items():
                     if _comparable(kind, read(*args) if callable(read) else read) != value:
                         return False
             return True
@@ -108,7 +111,7 @@ class Context:
 
     def _note(self, kind: str, args: tuple, value):
         if self._reads is not None:
-            self._reads[(kind, *args)] = _comparable(kind, value)
+            self._reads.setdefault(kind, {})[args] = _comparable(kind, value)
         return value
 
     @property
@@ -158,7 +161,7 @@ class Context:
     def tensor_name(self, index: int) -> str:
         """A tensor's name, for messages (not part of TensorInfo: a second interpreter checks
         every tensor it read, and few names are ever shown)."""
-        name = abi.c_string(abi.tensor_fields(self._tensor_address(index), 1)[0].name)
+        name = abi.c_string(self._tensor_fields(index).name)
         return self._note("tensor_name", (index,), name.decode("utf-8", "replace"))
 
     def _read_tensors(self, indices: list[int]) -> list[TensorInfo]:
@@ -179,17 +182,19 @@ class Context:
     def affine_quantization(self, index: int) -> tuple[tuple[float, ...], tuple[int, ...], int]:
         """A tensor's affine quantization as the kernels' Prepare reads it: its scales, zero
         points and quantized dimension (no scales where it has none)."""
-        quant = self._raw_tensor(index).quantization
-        if quant.type != 1 or not quant.params:
+        fields = self._tensor_fields(index)
+        if fields.quantization_type != 1 or not fields.quantization_params:
             return self._note("affine_quantization", (index,), ((), (), 0))
-        affine = ctypes.cast(quant.params, POINTER(abi.TfLiteAffineQuantization)).contents
+        scale, zero_point, dimension = abi.affine_fields(fields.quantization_params)
         return self._note("affine_quantization", (index,), (
-            abi.float_array(affine.scale), abi.int_array(affine.zero_point),
-            affine.quantized_dimension))
+            abi.float_array(scale), abi.int_array(zero_point), dimension))
 
     def view(self, index: int) -> np.ndarray:
         """Zero-copy numpy view of a tensor's data, valid only during this callback."""
-        return self._note("view", (index,), abi.tensor_view(self._raw_tensor(index)))
+        return self._note("view", (index,), abi.tensor_view(self._tensor_fields(index)))
+
+    def _tensor_fields(self, index: int) -> abi.TensorFields:
+        return abi.tensor_fields(self._tensor_address(index), 1)[0]
 
     def params(self, index: int, struct: type[ctypes.Structure]) -> ctypes.Structure:
         """A copy of node `index`'s builtin params, read as `struct` (the node must have

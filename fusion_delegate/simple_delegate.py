@@ -206,7 +206,7 @@ class SimpleDelegate:
 _LIVE_DELEGATES: weakref.WeakValueDictionary[int, SimpleDelegate] = weakref.WeakValueDictionary()
 _LIVE_KERNELS: dict[int, tuple[SimpleDelegateKernel, SimpleDelegate]] = {}
 # Interpreters built in several threads may share a delegate, whose Prepare keeps the graph's
-# claims on the delegate object, and kernel init sweeps _LIVE_KERNELS: one at a time.
+# claims on the delegate object, and sweeps _LIVE_KERNELS: one at a time.
 _GRAPH_LOCK = threading.RLock()
 
 
@@ -215,8 +215,10 @@ def _slot(address: int) -> ctypes.Array:
 
 
 def sweep_freed_kernels() -> None:
-    """Release the kernels whose node the runtime has freed (see native.mark_freed)."""
-    for address in [a for a in _LIVE_KERNELS if _slot(a)[1]]:
+    """Release the kernels whose node the runtime has freed (see native.mark_freed): once per
+    delegate Prepare, which may follow hundreds of kernels' frees."""
+    freed = native.SLOT_FREED_OFFSET
+    for address in [a for a in _LIVE_KERNELS if c_int64.from_address(a + freed).value]:
         del _LIVE_KERNELS[address]
         abi.free(address)
 
@@ -269,6 +271,7 @@ def _delegate_prepare(context: Context, delegate_pointer) -> int:
     if delegate is None:
         raise RuntimeError("delegate object is gone (was it garbage-collected?)")
     with _GRAPH_LOCK:
+        sweep_freed_kernels()
         delegate._prepare(context)
     return abi.kTfLiteOk
 
@@ -285,7 +288,6 @@ def _kernel_init(context: Context, buffer, length) -> int:
     if delegate is None:
         raise RuntimeError("kernel init for a delegate object that is gone")
     with _GRAPH_LOCK:
-        sweep_freed_kernels()
         kernel = delegate.create_kernel()
         indices = abi.int_array(params.nodes_to_replace)
         context.adopt([delegate.replacing[i] for i in indices if i in delegate.replacing])
