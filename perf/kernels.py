@@ -36,7 +36,9 @@ def chosen_kernels(model: Path, threads: int, options: FusionOptions) -> list[st
     sources: list[str] = []
 
     def record(cache, kernels, workers=None):
-        sources.extend(source for _, source in kernels)
+        # The last call is the chosen partitions' (the first, the tables' kernels that the
+        # cache lacks: none where it is warm).
+        sources[:] = [source for _, source in kernels]
         return 0
 
     compile_ahead, fusion.compile_ahead = fusion.compile_ahead, record
