@@ -374,7 +374,8 @@ def _tensor_table_dtype() -> np.dtype:
 #: A context's tensors array read as numpy records: one copy of the structs' bytes, its fields
 #: as columns (a delegate Prepare reads hundreds of tensors; ctypes field access costs more).
 TENSOR_TABLE = _tensor_table_dtype()
-# Node and registration fields at EXPECTED_LAYOUT's offsets, unpacked from their bytes.
+# Node, registration and affine quantization fields at EXPECTED_LAYOUT's offsets, unpacked
+# from their bytes.
 _NODE_FIELDS = Struct("<QQ24xQ")                 # inputs, outputs, builtin_data
 _REGISTRATION_FIELDS = Struct("<40xi4xQi")       # builtin_code, custom_name, version
 _AFFINE_FIELDS = Struct("<QQi4x")                # scale, zero_point, quantized_dimension
