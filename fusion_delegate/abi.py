@@ -391,7 +391,12 @@ def tensor_table(address: int, count: int) -> np.ndarray:
 
 def tensor_fields(address: int, count: int) -> list[TensorFields]:
     """The fields of `count` TfLiteTensors from `address`."""
-    return list(map(TensorFields._make, tensor_table(address, count).tolist()))
+    return tensor_rows(tensor_table(address, count))
+
+
+def tensor_rows(table: np.ndarray) -> list[TensorFields]:
+    """TENSOR_TABLE records as TensorFields, one a tensor."""
+    return list(map(TensorFields._make, table.tolist()))
 
 
 def node_fields(node: int, registration: int) -> NodeFields:
@@ -602,7 +607,7 @@ def check_live_context(context) -> None:
             f"tensor {index}: TfLiteType {table['type'][index]}, allocation type "
             f"{table['allocation_type'][index]}: not a TfLiteTensor as we lay it out "
             f"({runtime_version()})")
-    tensors = list(map(TensorFields._make, table.tolist()))
+    tensors = tensor_rows(table)
     for index, (tensor, shape) in enumerate(zip(tensors, int_arrays([t.dims for t in tensors]))):
         if len(shape) > 16 or any(d < 0 for d in shape):
             raise AbiMismatchError(f"tensor {index}: implausible shape {shape} "
