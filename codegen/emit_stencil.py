@@ -32,7 +32,8 @@ from .writer import INDENT, LINE_LIMIT, assignment
 def stencil_nest(ir: KernelIR, names: dict[int, str], nest: StencilNest, number: int,
                  local: NestNames, fast: FastPath | None) -> list[str]:
     """The output rows (with threads, parts of them); in each, the tiles before the interior,
-    the interior's loop of tiles, the tiles after it (the nest's docstring)."""
+    the interior's loop of tiles, the tiles after it (the nest's docstring), or in the exact
+    loop of a kernel with a fast one, its columns one by one (`_Tile.columns`)."""
     n, rows = nest.domain[:2]
     acc = local.accumulators[nest.conv.output]
     setup = [f"{acc} = {stencil_sums(ir, nest)}"]
@@ -42,11 +43,15 @@ def stencil_nest(ir: KernelIR, names: dict[int, str], nest: StencilNest, number:
         depth += 1
     tile = _Tile(ir, names, nest, acc, fast, depth + 1)
     first, end = nest.interior
-    body = [*_row_taps(ir, nest), *(line for start in range(0, first, nest.pixels)
-                                    for line in tile.edge(start, min(first, start + nest.pixels))),
-            *tile.interior(),
-            *(line for start in range(end, nest.domain[2], nest.pixels)
-              for line in tile.edge(start, min(nest.domain[2], start + nest.pixels)))]
+    if fast is None and nest.exact_columns:
+        tiles = tile.columns()
+    else:
+        tiles = [*(line for start in range(0, first, nest.pixels)
+                   for line in tile.edge(start, min(first, start + nest.pixels))),
+                 *tile.interior(),
+                 *(line for start in range(end, nest.domain[2], nest.pixels)
+                   for line in tile.edge(start, min(nest.domain[2], start + nest.pixels)))]
+    body = [*_row_taps(ir, nest), *tiles]
     return [*nest_comment(names, nest, number), *_window_comment(nest),
             *lines, *(INDENT * depth + line for line in body)]
 
@@ -113,6 +118,34 @@ class _Tile:
                 f"for ox in range({first}, {end}, {pixels}):",
                 f"{INDENT}ix = {_affine('ox', nest.window.strides[1], -nest.window.padding[1])}",
                 *(INDENT + line for line in self._body("ox", pixels, "ix", loop, 1))]
+
+    def columns(self) -> list[str]:
+        """The exact loop's row: one column at a time, the taps along it a loop over those
+        inside the input. It runs only where the fast loop found a miss, and as a loop it
+        compiles in a fraction of the time of the tiles' written-out taps; each sum adds the
+        same products in the same order (rows of taps, then columns), so it is the tiles' sum
+        bit for bit."""
+        nest = self.nest
+        (_, kw), (_, sw), (_, dw) = nest.window.kernel, nest.window.strides, nest.window.dilations
+        step = dw * self.in_channels
+        weight = (value_literal(self.weights) if self.weights.literal is not None
+                  else f"weight_row[(kx0 + kx) * {self.channels} + ch]")
+        taps = ["for kx in range(kx1 - kx0):",
+                f"{INDENT}for ch in range({nest.channels}):",
+                f"{INDENT * 2}weight = {weight}",
+                f"{INDENT * 2}{self._sum(0)} += " + self._product(
+                    f"data_row[{_scaled('kx', step)} + {self._input_channel()}]", "weight")]
+        if dw == 1:
+            bounds = ["kx0 = max(0, -ix)", f"kx1 = min({kw}, {self.width} - ix)"]
+        else:
+            bounds = [f"kx0 = max(0, ({dw - 1} - ix) // {dw})",
+                      f"kx1 = min({kw}, ({self.width + dw - 1} - ix) // {dw})"]
+        return ["# The exact loop: one column at a time, the taps inside the input a loop",
+                f"for ox in range({nest.domain[2]}):",
+                f"{INDENT}ix = {_affine('ox', sw, -nest.window.padding[1])}",
+                *(INDENT + line for line in bounds),
+                *(INDENT + line for line in self._body(
+                    "ox", 1, f"ix + {_scaled('kx0', dw)}", taps, 1))]
 
     def edge(self, start: int, end: int) -> list[str]:
         """The tile of columns [start, end) before or after the interior: its geometry is

@@ -198,6 +198,9 @@ def plan(ir: KernelIR, target: Target) -> Schedule:
     in_passes = frozenset(op.output for nest in nests if isinstance(nest, RowsNest)
                           for stage in nest.stages for op in stage)
     fast = FastPath.of(ir, in_passes)
+    if fast.pays:
+        nests = [replace(nest, exact_columns=True) if isinstance(nest, StencilNest) else nest
+                 for nest in nests]
     ordered = tuple(sorted(buffers.items()))
     return Schedule(tuple(nests), ordered, _on_stack(ir, nests, ordered),
                     fast if fast.pays else None)

@@ -99,6 +99,33 @@ def test_the_convolution_is_litert_bit_for_bit(cache_dir, rng, shape, kernel, pa
     assert same_bits(run(interpreter, [x])[0], run(builtin_interpreter(model), [x])[0])
 
 
+@pytest.mark.parametrize("shape, kernel, params, threads",
+                         [(*case, 1) for case in CASES] + [((1, 64, 64, 32), (7, 7), {}, 2)])
+def test_the_exact_loop_runs_the_row_column_by_column_to_the_same_bits(cache_dir, rng, shape,
+                                                                      kernel, params, threads):
+    """With a chain after it that the fast loop leaves unclamped, the convolution's exact
+    loop (run after an inf) is its columns one by one, its taps a loop: LiteRT's sums bit
+    for bit, as the fast loop's tiles are on finite data."""
+    b = ModelBuilder()
+    y = conv(b, b.input("x", shape), shape, kernel, **params)
+    y = b.op("ADD", [y, b.const("shift", np.float32(0.5))], {"fused_activation_function": NONE})
+    b.output(b.op("SUB", [y, b.const("back", np.float32(0.25))],
+                  {"fused_activation_function": NONE}, name="out"))
+    model = b.to_bytes()
+    delegate, interpreter = fused(model, cache_dir, num_threads=threads)
+    (nest,) = schedule(delegate).nests
+    assert schedule(delegate).fast is not None and nest.exact_columns
+    assert nest.threads == threads
+    x = (rng.standard_normal(shape) * 4).astype(np.float32)
+    x.reshape(-1)[::11] = -0.0
+    finite = x.copy()
+    x.reshape(-1)[x.size // 2] = np.inf                # a miss: the exact loop runs
+    x.reshape(-1)[::13] = FLT_MAX
+    for data in (finite, x):
+        assert same_bits(run(interpreter, [data])[0],
+                         run(builtin_interpreter(model), [data])[0])
+
+
 @pytest.mark.parametrize("activation", [NONE, RELU6])
 def test_nan_and_inf_in_the_input_come_out_as_in_litert(cache_dir, rng, activation):
     """NaN reaches every window it is in; +-inf sums are clamped to +-FLT_MAX (NONE) or to
