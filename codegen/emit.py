@@ -14,8 +14,8 @@ from .ir import KernelIR, Op, Value
 from .kernel_data import qcall_arguments, table_name
 from .literals import literal
 from .names import RESERVED, fresh_name
-from .nests import (ElementwiseNest, Nest, RowBlockNest, RowsNest, Schedule, StencilNest,
-                    TableNest, UnrolledRowsNest)
+from .nests import (ElementwiseNest, MatmulNest, Nest, RowBlockNest, RowsNest, Schedule,
+                    StencilNest, TableNest, UnrolledRowsNest)
 from .writer import INDENT, LINE_LIMIT, assignment, wrap_call
 
 
@@ -27,7 +27,7 @@ class NestNames:
     writes along the innermost loop (indices from 0 in a slice are what LLVM can prove
     non-negative, so numba's negative-index wraparound vanishes and the loop vectorises)."""
     stages: dict
-    rows: dict
+    rows: dict                         # ... and a matmul's rhs stored [N, K], copied [K, N]
     slices: dict
     accumulators: dict                 # rows nests: a reduction's register, if stored too;
                                        # stencil nests: the array of a tile's sums
@@ -55,12 +55,16 @@ def nest_names(schedule: Schedule, names: dict[int, str]) -> list[NestNames]:
         temporaries = [op.output for op in nest.ops if op.output not in nest.writes]
         unroll = nest.unroll if isinstance(nest, UnrolledRowsNest) else 1
         stage_buffers = nest.stage_buffers if rows_nest or elementwise else ()
+        copies = {nest.ops[0].inputs[1]: fresh(f"{names[nest.ops[0].inputs[1]]}_kn")} \
+            if isinstance(nest, MatmulNest) and nest.adj_y else {}
         result.append(NestNames({t: fresh(f"{names[t]}_buf") for t in stage_buffers},
-                                {t: fresh(f"{names[t]}_rows") for t in periodic},
+                                {t: fresh(f"{names[t]}_rows") for t in periodic} | copies,
                                 {t: fresh(f"{names[t]}_t") for t in dict.fromkeys(sliced)},
                                 {t: fresh(f"{names[t]}_acc") for t in stored}
-                                | ({nest.conv.output: fresh("acc")}
-                                   if isinstance(nest, StencilNest) else {}),
+                                | ({nest.ops[0].output: fresh("acc")}
+                                   if isinstance(nest, StencilNest) else {})
+                                | ({nest.ops[0].output: fresh("sums")}
+                                   if isinstance(nest, MatmulNest) else {}),
                                 {(t, row): fresh(f"{names[t]}_r{row}") for row in
                                  range(1, unroll) for t in temporaries},
                                 {t: fresh(f"{names[t]}_value")
@@ -95,7 +99,18 @@ def allocations(ir: KernelIR, names: dict[int, str], schedule: Schedule,
         if nest.threads == 1 and isinstance(nest, StencilNest):
             lines.append(f"{nest_local.accumulators[nest.conv.output]} = "
                          f"{stencil_sums(ir, nest)}")
+        if isinstance(nest, MatmulNest):
+            sums = nest.row_block * nest.columns
+            lines.append(buffer(nest_local.accumulators[nest.ops[0].output], sums, "int32",
+                                sums * 4 <= MATMUL_STACK_BYTES))
+            lines += [buffer(name, nest.depth * nest.columns, "int8",
+                             nest.depth * nest.columns <= MATMUL_STACK_BYTES)
+                      for name in nest_local.rows.values()]
     return lines
+
+
+#: A matmul nest's sums and its copy of rhs stay on the stack up to this many bytes each.
+MATMUL_STACK_BYTES = 64 << 10
 
 
 def stencil_sums(ir: KernelIR, nest: StencilNest) -> str:

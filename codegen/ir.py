@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
-from .ops import KERNEL_OPS, OPS, REDUCTIONS, STENCILS
+from .ops import KERNEL_OPS, MATMULS, OPS, REDUCTIONS, STENCILS
 from .window import conv_output_shape
 
 MAX_RANK = 6
@@ -45,7 +45,7 @@ class Op:
     @property
     def spec(self):
         return (OPS.get(self.op) or REDUCTIONS.get(self.op) or STENCILS.get(self.op)
-                or KERNEL_OPS[self.op])
+                or MATMULS.get(self.op) or KERNEL_OPS[self.op])
 
     @property
     def reduction(self) -> bool:
@@ -55,6 +55,12 @@ class Op:
     def stencil(self) -> bool:
         """Each output reads a window of its first input (codegen.ops.STENCILS)."""
         return self.op in STENCILS
+
+    @property
+    def matmul(self) -> bool:
+        """Each output sums products along a row of one operand and a column of the other
+        (codegen.ops.MATMULS)."""
+        return self.op in MATMULS
 
     @property
     def init(self) -> str:
@@ -166,12 +172,26 @@ def stencil_shape(ir: KernelIR, op: Op) -> tuple[int, ...]:
     return conv_output_shape(data.shape, weights.shape, dict(op.params))
 
 
+def matmul_output_shape(lhs: tuple[int, ...], rhs: tuple[int, ...], adj_x: bool,
+                        adj_y: bool) -> tuple[int, ...]:
+    """BATCH_MATMUL's output shape (batch_matmul.cc ResizeOutputTensor): the batch dims
+    broadcast, then [M, N] of lhs [..., M, K] (adj_x: [..., K, M]) and rhs [..., K, N]
+    (adj_y: [..., N, K]); IRError where the operands do not fit."""
+    if not 2 <= len(lhs) <= 5 or not 2 <= len(rhs) <= 5:
+        raise IRError(f"BATCH_MATMUL of ranks {len(lhs)} and {len(rhs)} (2 to 5 only)")
+    m, k = (lhs[-1], lhs[-2]) if adj_x else (lhs[-2], lhs[-1])
+    depth, n = (rhs[-1], rhs[-2]) if adj_y else (rhs[-2], rhs[-1])
+    if k != depth:
+        raise IRError(f"BATCH_MATMUL of {list(lhs)} and {list(rhs)}: depths {k} and {depth}")
+    return (*broadcast_shapes(lhs[:-2], rhs[:-2]), m, n)
+
+
 def verify(ir: KernelIR) -> None:
     """Check arity, defined-before-use and shapes against OPS before rendering."""
     defined = {v.tensor for v in ir.values if v.literal is not None} | set(ir.inputs)
     for op in ir.ops:
         spec = (OPS.get(op.op) or REDUCTIONS.get(op.op) or STENCILS.get(op.op)
-                or KERNEL_OPS.get(op.op))
+                or MATMULS.get(op.op) or KERNEL_OPS.get(op.op))
         where = f"node {op.node} ({op.op})"
         if spec is None:
             raise IRError(f"{where}: no such op in OPS")
@@ -188,6 +208,10 @@ def verify(ir: KernelIR) -> None:
                                      params["keep_dims"])
         elif op.stencil:
             expected = stencil_shape(ir, op)
+        elif op.matmul:
+            params = dict(op.params)
+            expected = matmul_output_shape(*(ir.value(t).shape for t in op.inputs),
+                                           params["adj_x"], params["adj_y"])
         else:
             expected = broadcast_shapes(*(ir.value(t).shape for t in op.inputs))
         if ir.value(op.output).shape != expected:

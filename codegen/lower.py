@@ -35,6 +35,7 @@ from .qparams import NUMPY_DTYPES, QuantError
 from .ir import IRError, KernelIR, Op, Value, reduced_shape
 from .ops import KERNEL_OPS
 from .quant_conv import prepare_depthwise
+from .quant_matmul import matmul_unsupported, prepare_matmul
 from .quant_parts import binary_parts
 from .quant_paths import (ELEMENTWISE_BLOCK, REFERENCE, chain_regions, compose, paths_taken,
                           unary_block)
@@ -93,6 +94,8 @@ def _lower(ir: KernelIR, op: Op) -> list[Op]:
     params = dict(op.params)
     if op.stencil:
         return [_depthwise(op, operands[0], out, params)]
+    if op.matmul:
+        return [_matmul(op, operands, out, params)]
     source = (("source", ((op.node, op.op),)),)
     if op.op == "QUANTIZE" and not operands[0].quantized:
         path = _one_path(op, unary_block("QUANTIZE", "float32", out.dtype), out)
@@ -139,6 +142,18 @@ def _depthwise(op: Op, data: Value, out: Value, params: dict) -> Op:
                                        params.pop("sum_bound"))
     except (QuantError, KeyError) as error:
         raise IRError(f"node {op.node} ({op.op}): {error}") from error
+    return replace(op, params=tuple(sorted({**params, "requantize": requantize}.items())))
+
+
+def _matmul(op: Op, operands: list[Value], out: Value, params: dict) -> Op:
+    """An int8 BATCH_MATMUL stays one op, with its Prepare's constants (`requantize`,
+    codegen.quant_matmul): the matmul nest computes it whole."""
+    lhs, rhs = operands
+    depth = lhs.shape[-2] if params["adj_x"] else lhs.shape[-1]
+    reason = matmul_unsupported(lhs.quant, rhs.quant, out.quant, depth)
+    if reason:
+        raise IRError(f"node {op.node} ({op.op}): {reason}")
+    requantize = prepare_matmul(lhs.quant, rhs.quant, out.quant)
     return replace(op, params=tuple(sorted({**params, "requantize": requantize}.items())))
 
 

@@ -1,8 +1,8 @@
 """What a schedule is: loop nests of a few kinds, each with only the fields its kind means.
 
-codegen.schedule decides them (`plan`); codegen.emit, codegen.emit_rows and
-codegen.emit_stencil write each kind with an emitter of its own (render.EMITTERS). A new kind of
-nest is one class here, the planning that makes it, and one emitter.
+codegen.schedule decides them (`plan`); codegen.emit, codegen.emit_rows, codegen.emit_stencil
+and codegen.emit_matmul write each kind with an emitter of its own (render.EMITTERS). A new
+kind of nest is one class here, the planning that makes it, and one emitter.
 """
 from __future__ import annotations
 
@@ -223,6 +223,23 @@ class StencilNest(Nest):
         """The images (if more than one) and the output rows: what threads may split."""
         n, rows = self.domain[:2]
         return [("n", n), ("oy", rows)] if n > 1 else [("oy", rows)]
+
+
+@dataclass(frozen=True, kw_only=True)
+class MatmulNest(Nest):
+    """An int8 BATCH_MATMUL (codegen.quant_matmul) over its [..., M, N] output `domain`: the
+    output rows in blocks of `row_block`, whose int32 sums advance together down rhs's K rows
+    (each loaded once for the block), then each sum requantized. An rhs stored [N, K]
+    (`adj_y`) is copied as [K, N] first. `batch`: per batch dim of the output larger than 1,
+    its size and the element strides of lhs's and rhs's matrices along it (0 where that
+    operand broadcasts)."""
+    rows: int                           # M
+    depth: int                          # K
+    columns: int                        # N
+    adj_x: bool                         # lhs stored [..., K, M]
+    adj_y: bool                         # rhs stored [..., N, K]
+    batch: tuple[tuple[int, int, int], ...]
+    row_block: int
 
 
 @dataclass(frozen=True)

@@ -363,6 +363,13 @@ STENCILS: dict[str, OpSpec] = {spec.name: spec for spec in (
     OpSpec("DEPTHWISE_CONV_2D", 4, 3, "{a}", lambda a, b, p: None, fused_activation=True),
 )}
 
+#: Ops that contract their operands along a dimension (codegen.quant_matmul): int8
+#: BATCH_MATMUL, each output the requantized int32 sum over K of centred code products, as
+#: LiteRT's reference kernel computes it; inputs: lhs, rhs. Its nest is codegen.nests.MatmulNest.
+MATMULS: dict[str, OpSpec] = {spec.name: spec for spec in (
+    OpSpec("BATCH_MATMUL", 126, 2, "{a}", lambda a, b, p: None, dtypes=("int8",)),
+)}
+
 # Elementwise kernel ops the composite ops are lowered to (codegen.composites.expand): without the
 # fused activation's clamp, as Eigen computes them inside SOFTMAX, LOG_SOFTMAX and
 # L2_NORMALIZATION.

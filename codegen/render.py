@@ -20,14 +20,15 @@ from dataclasses import dataclass
 from .emit import (NestNames, allocations, elementwise_nest, nest_names, op_title,
                    row_block_nest, table_nest, unrolled_rows_nest)
 from .emit_rows import rows_nest
+from .emit_matmul import matmul_nest
 from .emit_stencil import requantize_names, stencil_nest
 from .fastpath import FastPath
 from .ir import KernelIR, Value, verify
 from .kernel_data import KernelData, kernel_data
 from .names import KERNEL_HELPERS, identifiers
 from .native import ARGUMENT_EXACT, ARGUMENT_MISSES, ARGUMENT_NEST, POINTERS, POOL_WORDS
-from .nests import (ElementwiseNest, RowBlockNest, RowsNest, Schedule, StencilNest, TableNest,
-                    UnrolledRowsNest)
+from .nests import (ElementwiseNest, MatmulNest, RowBlockNest, RowsNest, Schedule, StencilNest,
+                    TableNest, UnrolledRowsNest)
 from .ops import ACTIVATIONS, CHAIN_OPS
 from .variants import one_body
 from .writer import INDENT, LINE_LIMIT, assignment, wrap_call
@@ -425,4 +426,4 @@ def entry_point(ir: KernelIR, names: dict[int, str], memory: list[int], data: Ke
 #: The emitter of each kind of nest (codegen.nests).
 EMITTERS = {ElementwiseNest: elementwise_nest, RowBlockNest: row_block_nest,
             UnrolledRowsNest: unrolled_rows_nest, RowsNest: rows_nest, TableNest: table_nest,
-            StencilNest: stencil_nest}
+            StencilNest: stencil_nest, MatmulNest: matmul_nest}

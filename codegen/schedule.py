@@ -51,6 +51,10 @@ its values (its epilogue) are one stencil nest (codegen.stencil), formed whole a
 is, and a rows nest may follow it, reading what it stores (ConvNeXt's LayerNorm after its 7x7
 convolution).
 
+An int8 BATCH_MATMUL (codegen.ops.MATMULS) reads both operands at other positions than its
+output's, so it runs a phase after both: one matmul nest (codegen.nests.MatmulNest), formed
+whole, and a rows nest may follow it (an attention's softmax over the scores it stores).
+
 `plan(ir, target)` is a pure function of the IR and the target (codegen.target: vector width,
 registers, streaming stores, byte shuffles), and decides everything the renderer writes: the
 kinds of nests (codegen.nests), their threads, the memory on the kernel's stack, the fast loop
@@ -66,8 +70,8 @@ import numpy as np
 
 from .fastpath import FastPath
 from .ir import IRError, KernelIR, Op, reduced_shape
-from .nests import (ElementwiseNest, LoopNest, Nest, RowBlockNest, RowsNest, Schedule,
-                    StencilNest, TableNest, UnrolledRowsNest, collapse)
+from .nests import (ElementwiseNest, LoopNest, MatmulNest, Nest, RowBlockNest, RowsNest,
+                    Schedule, StencilNest, TableNest, UnrolledRowsNest, collapse)
 from .ops import TRANSCENDENTAL, TRANSCENDENTAL_COST
 from .padding import padding_of
 from .stencil import joins_epilogue, stencil_nest
@@ -133,6 +137,13 @@ PART_MIN_ELEMENTS = PARALLEL_MIN_ELEMENTS // 2
 #: Bytes of its buffers and aligned copies a kernel may keep on its stack (_on_stack): a few
 #: pages, within any thread's stack that calls the interpreter.
 STACK_BYTES = 64 << 10
+
+#: Output rows a matmul nest computes together: each rhs row is loaded once for them, their
+#: sums stay in registers (ViT's values, 4 x [64, 64] @ [64, 16] without requantization:
+#: 64 us a row at a time, 11 in blocks of 4; perf/README.md, "int8 BATCH_MATMUL"); fewer
+#: where the block's sums would pass MATMUL_SUMS int32 values.
+MATMUL_ROW_BLOCK = 4
+MATMUL_SUMS = 4096
 
 #: Rows a rows nest takes through its passes together: the reductions of a row end in
 #: horizontal sums, divisions and square roots that one row alone leaves the core waiting on;
@@ -226,9 +237,15 @@ def _formed(ir: KernelIR, phases: dict[int, int], stencil_of: dict[int, int],
             formed.append(stencil_nest(ir, ops, writes, target))
             available |= members
             rows_wanted = True
+        elif op.matmul:
+            formed.append(_matmul_nest(ir, op))
+            taken.add(op.output)
+            available.add(op.output)
+            rows_wanted = True
         elif rows_wanted and op.output not in taken and _split(ir, op):
             needed = set()
-            pending = [t for nest in formed if isinstance(nest, StencilNest) for t in nest.reads]
+            pending = [t for nest in formed if isinstance(nest, (StencilNest, MatmulNest))
+                       for t in nest.reads]
             while pending:
                 t = pending.pop()
                 if t in producer and t not in needed:
@@ -247,7 +264,8 @@ def _threaded(nest: Nest, requested: int, lanes: int) -> Nest:
     """The nest with its outermost loop split over threads: 1 unless the nest is large (and
     loops: a table nest is one call); parts of whole steps of rows, of whole groups of
     unrolled rows, of whole vectors where outputs are streamed."""
-    if (requested <= 1 or nest.elements < PARALLEL_MIN_ELEMENTS or isinstance(nest, TableNest)
+    if (requested <= 1 or nest.elements < PARALLEL_MIN_ELEMENTS
+            or isinstance(nest, (TableNest, MatmulNest))
             or not isinstance(nest, RowsNest) and any(op.reduction for op in nest.ops)):
         return nest                    # (a reduction's outer loop may run along a reduced dim)
     threads = min(requested, nest.levels[0][1], nest.elements // PART_MIN_ELEMENTS)
@@ -311,9 +329,10 @@ def _phases(ir: KernelIR) -> tuple[dict[int, int], dict[int, int]]:
     after: dict[int, int] = {}
     phases: dict[int, int] = {}
     stencil_of: dict[int, int] = {}
+    products: set[int] = set()              # matmuls' outputs, complete once their nest ran
 
     def seen(t: int) -> int:
-        return after[t] + (t in stencil_of)
+        return after[t] + (t in stencil_of or t in products)
 
     for op in ir.ops:
         known = [t for t in op.inputs if t in after]
@@ -321,6 +340,9 @@ def _phases(ir: KernelIR) -> tuple[dict[int, int], dict[int, int]]:
         if op.stencil:
             phase = max((seen(t) + (t == op.inputs[0]) for t in known), default=0)
             stencil_of[op.output] = op.output
+        elif op.matmul:
+            phase = max((seen(t) + 1 for t in known), default=0)
+            products.add(op.output)
         elif len(convs) == 1 and joins_epilogue(ir, op, _producer(ir, min(convs))) and all(
                 seen(t) <= phases[min(convs)] for t in known if stencil_of.get(t) not in convs):
             phase = phases[min(convs)]
@@ -330,6 +352,33 @@ def _phases(ir: KernelIR) -> tuple[dict[int, int], dict[int, int]]:
         phases[op.output] = phase
         after[op.output] = phase + op.reduction
     return phases, stencil_of
+
+
+def _matmul_nest(ir: KernelIR, op: Op) -> MatmulNest:
+    """A BATCH_MATMUL's nest: its output's batch dims over 1, each with lhs's and rhs's
+    matrix strides (0 where one broadcasts, as reference_ops::BatchMatMul's extents are)."""
+    out = ir.value(op.output).shape
+    lhs, rhs = (ir.value(t).shape for t in op.inputs)
+    params = dict(op.params)
+    rows, columns = out[-2:]
+    depth = lhs[-2] if params["adj_x"] else lhs[-1]
+
+    def strides(shape: tuple[int, ...]) -> list[int]:
+        dims = (1,) * (len(out) - len(shape)) + shape[:-2]
+        result, stride = [], math.prod(shape[-2:])
+        for size in reversed(dims):
+            result.append(stride if size > 1 else 0)
+            stride *= size
+        return result[::-1]
+    batch = tuple((size, lhs_stride, rhs_stride) for size, lhs_stride, rhs_stride
+                  in zip(out[:-2], strides(lhs), strides(rhs)) if size > 1)
+    block = min(MATMUL_ROW_BLOCK, rows)
+    while block > 1 and block * columns > MATMUL_SUMS:
+        block //= 2
+    return MatmulNest(domain=out, ops=(op,), loops=LoopNest(out, {}), reads=op.inputs,
+                      writes=(op.output,), rows=rows, depth=depth, columns=columns,
+                      adj_x=params["adj_x"], adj_y=params["adj_y"], batch=batch,
+                      row_block=block)
 
 
 def _producer(ir: KernelIR, tensor: int) -> Op:

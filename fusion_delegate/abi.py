@@ -195,6 +195,10 @@ class TfLiteGeluParams(Structure):
     _fields_ = [("approximate", c_bool)]
 
 
+class TfLiteBatchMatMulParams(Structure):
+    _fields_ = [("adj_x", c_bool), ("adj_y", c_bool), ("asymmetric_quantize_inputs", c_bool)]
+
+
 class TfLiteReducerParams(Structure):
     """MEAN, SUM, REDUCE_MAX, REDUCE_MIN."""
     _fields_ = [("keep_dims", c_bool)]

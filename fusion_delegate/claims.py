@@ -12,11 +12,13 @@ from dataclasses import dataclass
 import numpy as np
 
 from codegen.composites import COMPOSITES
-from codegen.ir import DTYPES, MAX_RANK, IRError, broadcast_shapes, reduced_shape
-from codegen.ops import ACTIVATIONS, OPS_BY_CODE, REDUCTIONS, STENCILS
+from codegen.ir import (DTYPES, MAX_RANK, IRError, broadcast_shapes, matmul_output_shape,
+                        reduced_shape)
+from codegen.ops import ACTIVATIONS, MATMULS, OPS_BY_CODE, REDUCTIONS, STENCILS
 from codegen.qparams import DTYPE_RANGES, QParams
 from codegen.quant_ops import BINARY_OPS, CONVERSIONS, ELEMENTWISE_OPS, QUANT_OPS
 from codegen.quant_conv import depthwise_unsupported
+from codegen.quant_matmul import matmul_unsupported
 from codegen.quant_rows import ROW_OP_OUTPUTS, reduction_unsupported, row_op_unsupported
 from codegen.quant_support import quant_unsupported
 from codegen.target import Target, numba_target
@@ -39,6 +41,11 @@ STENCIL_CODES = {spec.code: name for name, spec in STENCILS.items()}
 #: (tests/test_stencil*.py, run under tests/compat too): tflite-runtime 2.14's float kernel
 #: clamps a NaN sum to FLT_MAX and its int8 kernel rounds the requantization otherwise.
 STENCIL_RUNTIMES = frozenset({"ai-edge-litert"})
+#: The products (codegen.ops.MATMULS), by code, and the runtimes whose int8 BATCH_MATMUL the
+#: matmul nest reproduces bit for bit, from the version given (tests/test_matmul.py, run under
+#: tests/compat too: ai-edge-litert 1.2.0's rounds otherwise, 2.3.0's as its reference kernel).
+MATMUL_CODES = {spec.code: name for name, spec in MATMULS.items()}
+MATMUL_RUNTIMES = {"ai-edge-litert": (2, 3)}
 PADDINGS = {1: "same", 2: "valid"}
 
 
@@ -78,6 +85,8 @@ def unsupported_reason(context: Context, node: NodeInfo) -> NotClaimed | None:
     tensors = [context.tensor(t) for t in node.inputs + node.outputs if t >= 0]
     if node.builtin_code in STENCIL_CODES:
         return stencil_reason(context, node, tensors)
+    if node.builtin_code in MATMUL_CODES:
+        return matmul_reason(context, node, tensors)
     if node.builtin_code in REDUCTION_CODES or node.builtin_code in COMPOSITE_CODES:
         return reduction_reason(context, node, tensors)
     if op_name(node) in CONVERSIONS or any(t.type_name.lower() in DTYPE_RANGES
@@ -201,6 +210,49 @@ def stencil_reason(context: Context, node: NodeInfo,
     if quantized:
         return quantized_stencil_reason(context, node, params["activation"])
     return None
+
+
+def matmul_reason(context: Context, node: NodeInfo,
+                  tensors: list[TensorInfo]) -> NotClaimed | None:
+    """None if the BATCH_MATMUL is reproduced: int8 operands and output, per-tensor
+    quantization, ranks 2 to 5 with broadcasting batch dims, adj_x and adj_y, bit for bit
+    (codegen.quant_matmul)."""
+    name = op_name(node)
+    if not matmul_reproduced():
+        return NotClaimed("{} under {}: reproduced only under {}", name, runtime.RUNTIME,
+                          ", ".join(f"{runtime_name} >= {'.'.join(map(str, first))}"
+                                    for runtime_name, first in MATMUL_RUNTIMES.items()))
+    if len(node.inputs) != 2 or len(node.outputs) != 1 or min(node.inputs) < 0:
+        return arity_reason(node, 2)
+    for tensor in tensors:
+        if tensor.type_name.lower() != "int8":
+            return NotClaimed("{} of dtype {} not supported (int8 only)", name,
+                              tensor.type_name.lower())
+        if tensor.is_dynamic or tensor.sparse or tensor.per_channel:
+            what = ("dynamic" if tensor.is_dynamic else "sparse" if tensor.sparse
+                    else "per-channel quantized")
+            return NotClaimed("{} tensor {}", what, tensor_label(context, tensor))
+    if not node.builtin_data:
+        return NotClaimed("builtin params missing")
+    lhs, rhs, out = tensors
+    params = dict(fused_node(context, node).params)
+    try:
+        expected = matmul_output_shape(tuple(lhs.shape), tuple(rhs.shape), params["adj_x"],
+                                       params["adj_y"])
+    except IRError:
+        expected = None
+    if (expected != tuple(out.shape) or 0 in out.shape or math.prod(lhs.shape) == 1
+            or math.prod(rhs.shape) == 1 or len(out.shape) > MAX_RANK):
+        return NotClaimed("{} shapes {} not supported", name,
+                          " ".join(str(list(t.shape)) for t in tensors))
+    depth = lhs.shape[-2] if params["adj_x"] else lhs.shape[-1]
+    return quantized(matmul_unsupported(qparams(lhs), qparams(rhs), qparams(out), depth))
+
+
+def matmul_reproduced() -> bool:
+    """Whether the running runtime's int8 BATCH_MATMUL is the one the matmul nest computes."""
+    first = MATMUL_RUNTIMES.get(runtime.NAME)
+    return first is not None and runtime.parse_version(runtime.VERSION) >= first
 
 
 def fixed(context: Context, tensor: TensorInfo) -> bool:
@@ -342,6 +394,11 @@ def fused_node(context: Context, node: NodeInfo) -> FusedNode:
         params = {"activation": struct.activation, "padding": PADDINGS.get(struct.padding),
                   "strides": (struct.stride_height, struct.stride_width),
                   "dilations": (struct.dilation_height_factor, struct.dilation_width_factor)}
+        return FusedNode(node.index, name, node.inputs, node.outputs[0],
+                         tuple(sorted(params.items())))
+    if name in MATMULS and node.builtin_data:
+        struct = context.params(node.index, abi.TfLiteBatchMatMulParams)
+        params = {"adj_x": bool(struct.adj_x), "adj_y": bool(struct.adj_y)}
         return FusedNode(node.index, name, node.inputs, node.outputs[0],
                          tuple(sorted(params.items())))
     if spec is None:                          # QUANTIZE, DEQUANTIZE: no params

@@ -19,9 +19,9 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from codegen.compile import DEFAULT_DIR, CompileError, Kernel, KernelCache
-from codegen.ir import KernelIR, Op, Value, broadcast_shapes, reduced_shape
+from codegen.ir import KernelIR, Op, Value, broadcast_shapes, matmul_output_shape, reduced_shape
 from codegen.kept import keep_in
-from codegen.ops import REDUCTIONS, STENCILS
+from codegen.ops import MATMULS, REDUCTIONS, STENCILS
 from codegen.pipeline import Built, NotBuildable, build, island_kernels
 from codegen.quant_conv import sum_bound
 from codegen.render import TensorTableLayout
@@ -353,6 +353,9 @@ def partition_ir(context: Context, nodes: list[FusedNode], partition: Partition,
             shapes[node.output] = conv_output_shape(shapes[node.inputs[0]],
                                                     shapes[node.inputs[1]], params)
             nodes[position] = _filter_scales(context, node)
+        elif node.op in MATMULS:
+            shapes[node.output] = matmul_output_shape(*(shapes[t] for t in node.inputs),
+                                                      params["adj_x"], params["adj_y"])
         else:
             shapes[node.output] = broadcast_shapes(*(shapes[t] for t in node.inputs))
     infos = {t: context.tensor(t) for t in shapes}

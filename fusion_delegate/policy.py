@@ -12,7 +12,7 @@ import math
 from dataclasses import dataclass
 from pathlib import Path
 
-from codegen.ops import REDUCTIONS, STENCILS
+from codegen.ops import MATMULS, REDUCTIONS, STENCILS
 
 from .claims import REDUCTION_CODES, STENCIL_CODES, NotClaimed, op_name, qparams
 from .context import Context, NodeInfo
@@ -127,9 +127,11 @@ class ClaimPolicy:
         transcendental or lookup chains in rows of ROW_CHAIN_MIN_COLS or more read with a value
         per row, which the cost model prices as if vectorised over whole tiles, nor float reductions
         in kernels compiled for a quarter of the CPU's vector width. The cost model prices
-        elementwise ops, not convolutions: a partition with a depthwise convolution
-        node_reason let through is claimed."""
-        if any(op.name in STENCILS for op in partition.ops):
+        elementwise ops, not convolutions or products: a partition with a depthwise
+        convolution node_reason let through is claimed, and one with an int8 BATCH_MATMUL,
+        which LiteRT runs with its reference kernel (perf/README.md, "int8 BATCH_MATMUL")."""
+        if any(op.name in STENCILS or op.name.split("/")[0] in MATMULS
+               for op in partition.ops):
             return None
         if self.min_speedup > 0 and partition.row_chain >= ROW_CHAIN_MIN_COLS:
             return NotClaimed("transcendental ops or lookups in rows of {} read with a value "

@@ -48,7 +48,7 @@ stencil_gate=tests/test_stencil.py::test_convolutions_are_claimed_only_under_the
 stencils=(tests/test_stencil.py tests/test_stencil_int8.py)
 
 tests=(tests/test_runtime.py tests/test_abi.py tests/test_model.py tests/test_simple_delegate.py
-       tests/test_fusion.py "$equivalence" tests/compat/test_host_kernels.py)
+       tests/test_fusion.py "$equivalence" tests/compat/test_host_kernels.py tests/test_matmul.py)
 leave_out=()
 keep_litert=0 add=()
 case $runtime in
