@@ -109,8 +109,10 @@ def allocations(ir: KernelIR, names: dict[int, str], schedule: Schedule,
     return lines
 
 
-#: A matmul nest's sums and its copy of rhs stay on the stack up to this many bytes each.
-MATMUL_STACK_BYTES = 64 << 10
+#: A matmul nest's sums (at most schedule.MATMUL_SUMS int32) and its copy of rhs stay on the
+#: stack up to this many bytes each, beside the kernel's STACK_BYTES of buffers; a larger copy
+#: is allocated.
+MATMUL_STACK_BYTES = 16 << 10
 
 
 def stencil_sums(ir: KernelIR, nest: StencilNest) -> str:
