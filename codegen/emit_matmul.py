@@ -15,6 +15,7 @@ import textwrap
 from .emit import NestNames, nest_comment
 from .fastpath import FastPath
 from .ir import KernelIR
+from .literals import plus
 from .nests import MatmulNest
 from .writer import INDENT, LINE_LIMIT, assignment
 
@@ -35,10 +36,8 @@ def matmul_nest(ir: KernelIR, names: dict[int, str], nest: MatmulNest, number: i
                       if stride))
     matrix = ""                                  # the output matrix's index, batch dims flat
     for d, (size, _, _) in enumerate(nest.batch):
-        matrix = f"({matrix}) * {size} + b{d}" if " " in matrix else \
-            f"{matrix} * {size} + b{d}" if matrix else f"b{d}"
-    out_base = (f"({matrix}) * {rows * columns}" if " " in matrix else
-                f"{matrix} * {rows * columns}" if matrix else "")
+        matrix = f"{_grouped(matrix)} * {size} + b{d}" if matrix else f"b{d}"
+    out_base = f"{_grouped(matrix)} * {rows * columns}" if matrix else ""
     copy = []
     if nest.adj_y:
         copy = ["# rhs is stored [N, K]: its matrix copied as [K, N]",
@@ -48,7 +47,7 @@ def matmul_nest(ir: KernelIR, names: dict[int, str], nest: MatmulNest, number: i
                 f"{rhs}[{_sum(rhs_base, f'col * {depth} + k')}]"]
         rhs, rhs_base = local.rows[op.inputs[1]], ""
     code = (f"saturate(multiply_by_quantized_multiplier({{}}, {requantize.multiplier}, "
-            f"{requantize.shift}){_offset(requantize.output_zero_point)}, {requantize.qmin}, "
+            f"{requantize.shift}){plus(requantize.output_zero_point)}, {requantize.qmin}, "
             f"{requantize.qmax})")
     width = LINE_LIMIT - len(INDENT) * (len(loops) + 3)
 
@@ -59,7 +58,7 @@ def matmul_nest(ir: KernelIR, names: dict[int, str], nest: MatmulNest, number: i
         def lhs_at(r: int) -> str:
             along = (f"k * {rows} + {row[r]}" if nest.adj_x else
                      f"{_grouped(row[r])} * {depth} + k")
-            return f"np.int32({lhs}[{_sum(lhs_base, along)}]){_offset(requantize.lhs_offset)}"
+            return f"np.int32({lhs}[{_sum(lhs_base, along)}]){plus(requantize.lhs_offset)}"
         sum_at = [f"{sums}[{f'{r * columns} + ' if r else ''}col]" for r in range(height)]
         products = [f"{INDENT * 2}{sum_at[r]} += a{r} * b" for r in range(height)]
         stores = [line for r in range(height) for line in assignment(
@@ -71,7 +70,7 @@ def matmul_nest(ir: KernelIR, names: dict[int, str], nest: MatmulNest, number: i
                 f"{INDENT}rhs_row = {rhs}[{_sum(rhs_base, f'k * {columns}')}:]",
                 *(f"{INDENT}a{r} = {lhs_at(r)}" for r in range(height)),
                 f"{INDENT}for col in range({columns}):",
-                f"{INDENT * 2}b = np.int32(rhs_row[col]){_offset(requantize.rhs_offset)}",
+                f"{INDENT * 2}b = np.int32(rhs_row[col]){plus(requantize.rhs_offset)}",
                 *products,
                 f"for col in range({columns}):",
                 *(INDENT + line for line in stores)]
@@ -100,8 +99,3 @@ def _sum(*terms: str) -> str:
 def _grouped(expression: str) -> str:
     """`expression` as a factor: in parentheses if it is a sum."""
     return f"({expression})" if " " in expression else expression
-
-
-def _offset(offset: int) -> str:
-    """` + offset` or ` - -offset`, nothing for 0."""
-    return "" if not offset else f" + {offset}" if offset > 0 else f" - {-offset}"

@@ -25,6 +25,7 @@ from .emit import (NestNames, count_misses, nest_comment, op_expression, outer_l
                    value_literal)
 from .fastpath import FastPath
 from .ir import KernelIR, Op
+from .literals import plus
 from .nests import StencilNest
 from .writer import INDENT, LINE_LIMIT, assignment
 
@@ -73,10 +74,17 @@ def _row_taps(ir: KernelIR, nest: StencilNest) -> list[str]:
     first = f"iy = {_affine('oy', nest.window.strides[0], -nest.window.padding[0])}"
     if not _rows_clamped(ir, nest):
         return [first]
+    return [first, *_taps_inside("y", kernel, dilation, height)]
+
+
+def _taps_inside(axis: str, kernel: int, dilation: int, size: int) -> list[str]:
+    """The taps [k0, k1) along `axis` ("y" or "x") whose input index, from `i{axis}` on,
+    lies inside [0, size)."""
+    start = f"i{axis}"
     if dilation == 1:
-        return [first, "ky0 = max(0, -iy)", f"ky1 = min({kernel}, {height} - iy)"]
-    return [first, f"ky0 = max(0, ({dilation - 1} - iy) // {dilation})",
-            f"ky1 = min({kernel}, ({height + dilation - 1} - iy) // {dilation})"]
+        return [f"k{axis}0 = max(0, -{start})", f"k{axis}1 = min({kernel}, {size} - {start})"]
+    return [f"k{axis}0 = max(0, ({dilation - 1} - {start}) // {dilation})",
+            f"k{axis}1 = min({kernel}, ({size + dilation - 1} - {start}) // {dilation})"]
 
 
 def _rows_clamped(ir: KernelIR, nest: StencilNest) -> bool:
@@ -135,11 +143,7 @@ class _Tile:
                 f"{INDENT * 2}weight = {weight}",
                 f"{INDENT * 2}{self._sum(0)} += " + self._product(
                     f"data_row[{_scaled('kx', step)} + {self._input_channel()}]", "weight")]
-        if dw == 1:
-            bounds = ["kx0 = max(0, -ix)", f"kx1 = min({kw}, {self.width} - ix)"]
-        else:
-            bounds = [f"kx0 = max(0, ({dw - 1} - ix) // {dw})",
-                      f"kx1 = min({kw}, ({self.width + dw - 1} - ix) // {dw})"]
+        bounds = _taps_inside("x", kw, dw, self.width)
         return ["# The exact loop: one column at a time, the taps inside the input a loop",
                 f"for ox in range({nest.domain[2]}):",
                 f"{INDENT}ix = {_affine('ox', sw, -nest.window.padding[1])}",
@@ -222,7 +226,7 @@ class _Tile:
         offset = requantize.input_offset if requantize is not None else 0
         if not offset:
             return f"{data} * {weight}"
-        return f"({data} {'+' if offset > 0 else '-'} {abs(offset)}) * {weight}"
+        return f"({data}{plus(offset)}) * {weight}"
 
     def _sum(self, pixel: int) -> str:
         return f"{self.acc}[{pixel * self.nest.channels} + ch]" if pixel else f"{self.acc}[ch]"
@@ -325,6 +329,4 @@ def requantized(names: dict[int, str], op: Op, acc: str, channel: str) -> str:
         scaled = scalar
     else:
         scaled = f"select({channel} < {requantize.vector_channels}, {vector}, {scalar})"
-    shifted = scaled if not offset else \
-        f"{scaled} {'+' if offset > 0 else '-'} {abs(offset)}"
-    return f"saturate({shifted}, {requantize.qmin}, {requantize.qmax})"
+    return f"saturate({scaled}{plus(offset)}, {requantize.qmin}, {requantize.qmax})"

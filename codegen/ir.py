@@ -186,6 +186,11 @@ def matmul_output_shape(lhs: tuple[int, ...], rhs: tuple[int, ...], adj_x: bool,
     return (*broadcast_shapes(lhs[:-2], rhs[:-2]), m, n)
 
 
+def matmul_depth(lhs: tuple[int, ...], adj_x: bool) -> int:
+    """K, the length of BATCH_MATMUL's sums: lhs's last dim, or its second last (adj_x)."""
+    return lhs[-2] if adj_x else lhs[-1]
+
+
 def verify(ir: KernelIR) -> None:
     """Check arity, defined-before-use and shapes against OPS before rendering."""
     defined = {v.tensor for v in ir.values if v.literal is not None} | set(ir.inputs)

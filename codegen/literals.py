@@ -27,3 +27,8 @@ def float32_text(value: float) -> str:
     if len(text) > 12:
         text = np.format_float_scientific(value, unique=True, trim="0")
     return text
+
+
+def plus(offset: int) -> str:
+    """` + offset` or ` - -offset` after an integer expression, nothing for 0."""
+    return "" if not offset else f" + {offset}" if offset > 0 else f" - {-offset}"

@@ -32,7 +32,7 @@ from dataclasses import replace
 import numpy as np
 
 from .qparams import NUMPY_DTYPES, QuantError
-from .ir import IRError, KernelIR, Op, Value, reduced_shape
+from .ir import IRError, KernelIR, Op, Value, matmul_depth, reduced_shape
 from .ops import KERNEL_OPS
 from .quant_conv import prepare_depthwise
 from .quant_matmul import matmul_unsupported, prepare_matmul
@@ -149,7 +149,7 @@ def _matmul(op: Op, operands: list[Value], out: Value, params: dict) -> Op:
     """An int8 BATCH_MATMUL stays one op, with its Prepare's constants (`requantize`,
     codegen.quant_matmul): the matmul nest computes it whole."""
     lhs, rhs = operands
-    depth = lhs.shape[-2] if params["adj_x"] else lhs.shape[-1]
+    depth = matmul_depth(lhs.shape, params["adj_x"])
     reason = matmul_unsupported(lhs.quant, rhs.quant, out.quant, depth)
     if reason:
         raise IRError(f"node {op.node} ({op.op}): {reason}")

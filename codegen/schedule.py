@@ -69,7 +69,7 @@ from dataclasses import replace
 import numpy as np
 
 from .fastpath import FastPath
-from .ir import IRError, KernelIR, Op, reduced_shape
+from .ir import IRError, KernelIR, Op, matmul_depth, reduced_shape
 from .nests import (ElementwiseNest, LoopNest, MatmulNest, Nest, RowBlockNest, RowsNest,
                     Schedule, StencilNest, TableNest, UnrolledRowsNest, collapse)
 from .ops import TRANSCENDENTAL, TRANSCENDENTAL_COST
@@ -361,7 +361,7 @@ def _matmul_nest(ir: KernelIR, op: Op) -> MatmulNest:
     lhs, rhs = (ir.value(t).shape for t in op.inputs)
     params = dict(op.params)
     rows, columns = out[-2:]
-    depth = lhs[-2] if params["adj_x"] else lhs[-1]
+    depth = matmul_depth(lhs, params["adj_x"])
 
     def strides(shape: tuple[int, ...]) -> list[int]:
         dims = (1,) * (len(out) - len(shape)) + shape[:-2]

@@ -12,8 +12,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from codegen.composites import COMPOSITES
-from codegen.ir import (DTYPES, MAX_RANK, IRError, broadcast_shapes, matmul_output_shape,
-                        reduced_shape)
+from codegen.ir import (DTYPES, MAX_RANK, IRError, broadcast_shapes, matmul_depth,
+                        matmul_output_shape, reduced_shape)
 from codegen.ops import ACTIVATIONS, MATMULS, OPS_BY_CODE, REDUCTIONS, STENCILS
 from codegen.qparams import DTYPE_RANGES, QParams
 from codegen.quant_ops import BINARY_OPS, CONVERSIONS, ELEMENTWISE_OPS, QUANT_OPS
@@ -245,7 +245,7 @@ def matmul_reason(context: Context, node: NodeInfo,
             or math.prod(rhs.shape) == 1 or len(out.shape) > MAX_RANK):
         return NotClaimed("{} shapes {} not supported", name,
                           " ".join(str(list(t.shape)) for t in tensors))
-    depth = lhs.shape[-2] if params["adj_x"] else lhs.shape[-1]
+    depth = matmul_depth(tuple(lhs.shape), params["adj_x"])
     return quantized(matmul_unsupported(qparams(lhs), qparams(rhs), qparams(out), depth))
 
 
