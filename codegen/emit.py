@@ -9,6 +9,8 @@ import math
 import textwrap
 from dataclasses import dataclass
 
+import numpy as np
+
 from .fastpath import FastPath
 from .ir import KernelIR, Op, Value
 from .kernel_data import qcall_arguments, table_name
@@ -27,7 +29,9 @@ class NestNames:
     writes along the innermost loop (indices from 0 in a slice are what LLVM can prove
     non-negative, so numba's negative-index wraparound vanishes and the loop vectorises)."""
     stages: dict
-    rows: dict                         # ... and a matmul's rhs stored [N, K], copied [K, N]
+    rows: dict                         # ... and a matmul's rhs stored [N, K], copied [K, N],
+                                       # and a stencil's weights and bias repeated for a
+                                       # tile's runs
     slices: dict
     accumulators: dict                 # rows nests: a reduction's register, if stored too;
                                        # stencil nests: the array of a tile's sums
@@ -57,6 +61,8 @@ def nest_names(schedule: Schedule, names: dict[int, str]) -> list[NestNames]:
         stage_buffers = nest.stage_buffers if rows_nest or elementwise else ()
         copies = {nest.ops[0].inputs[1]: fresh(f"{names[nest.ops[0].inputs[1]]}_kn")} \
             if isinstance(nest, MatmulNest) and nest.adj_y else {}
+        if isinstance(nest, StencilNest) and nest.runs:
+            copies = {t: fresh(f"{names[t]}_runs") for t in nest.conv.inputs[1:]}
         result.append(NestNames({t: fresh(f"{names[t]}_buf") for t in stage_buffers},
                                 {t: fresh(f"{names[t]}_rows") for t in periodic} | copies,
                                 {t: fresh(f"{names[t]}_t") for t in dict.fromkeys(sliced)},
@@ -97,8 +103,7 @@ def allocations(ir: KernelIR, names: dict[int, str], schedule: Schedule,
         if nest.threads == 1 and isinstance(nest, (ElementwiseNest, RowsNest)):
             lines += tile_allocations(ir, nest, nest_local, schedule.stack)
         if nest.threads == 1 and isinstance(nest, StencilNest):
-            lines.append(f"{nest_local.accumulators[nest.conv.output]} = "
-                         f"{stencil_sums(ir, nest)}")
+            lines += stencil_allocations(ir, nest, nest_local)
         if isinstance(nest, MatmulNest):
             sums = nest.row_block * nest.columns
             lines.append(buffer(nest_local.accumulators[nest.ops[0].output], sums, "int32",
@@ -115,10 +120,24 @@ def allocations(ir: KernelIR, names: dict[int, str], schedule: Schedule,
 MATMUL_STACK_BYTES = 16 << 10
 
 
-def stencil_sums(ir: KernelIR, nest: StencilNest) -> str:
-    """The stack array of a stencil tile's sums: float32, or int32 for an int8 convolution."""
+def stencil_allocations(ir: KernelIR, nest: StencilNest, local: NestNames) -> list[str]:
+    """A stencil tile's sums (float32, or int32 for an int8 convolution) and with runs, its
+    weights repeated for a tile (codegen.stencil), on the stack up to STENCIL_STACK_BYTES."""
     dtype = "int32" if ir.value(nest.conv.output).quantized else "float32"
-    return f"stack_empty({nest.pixels * nest.channels}, np.{dtype})"
+    lines = [buffer(local.accumulators[nest.conv.output], nest.pixels * nest.channels, dtype,
+                    True)]
+    for tensor, name in local.rows.items():
+        value = ir.value(tensor)
+        elements = nest.pixels * nest.channels * (math.prod(nest.window.kernel)
+                                                  if tensor == nest.conv.inputs[1] else 1)
+        lines.append(buffer(name, elements, value.dtype,
+                            elements * np.dtype(value.dtype).itemsize <= STENCIL_STACK_BYTES))
+    return lines
+
+
+#: A stencil's weights repeated for its tile's runs stay on the stack up to this many bytes
+#: (a 3x3 convolution's for a tile of 192 float32 sums: 7 KB), else they are allocated.
+STENCIL_STACK_BYTES = 16 << 10
 
 
 def buffer(name: str, elements: int, dtype: str, on_stack: bool = False) -> str:

@@ -1,10 +1,14 @@
 """Writing a stencil nest (codegen.nests.StencilNest): a depthwise convolution and its epilogue.
 
 The loops are those of a hand-written depthwise convolution over NHWC data: output rows, the
-tiles of a row, the taps, the channels innermost. Each sum starts at the bias and adds the
-taps' products row by row, as LiteRT's float kernel does (bias first, then
-`acc += input * weight` for each tap inside the input, product and sum each rounded), so the
-sums are LiteRT's bit for bit; the epilogue then runs on each sum while it is in a register.
+tiles of a row, the rows of taps, the channels, the taps along the row innermost (a loop LLVM
+unrolls: the tile's pixels then share each input value the taps load; with the channels
+inside the taps, LLVM unrolled a 3-tap row before vectorising and a 3x3 convolution of 8
+channels ran 10x slower). With runs (StencilNest.runs), a tap adds one run of the input row to
+all the tile's sums instead. Each sum starts at the bias and adds the taps' products row by
+row, as LiteRT's float kernel does (bias first, then `acc += input * weight` for each tap
+inside the input, product and sum each rounded), so the sums are LiteRT's bit for bit; the
+epilogue then runs on each sum while it is in a register.
 
 Per row of taps, `data_row` and `weight_row` are the data and weights from the tile's first
 tap inside the input and its block's first channel: indexed from there, every index is one LLVM
@@ -19,10 +23,11 @@ literals where every channel has the same).
 """
 from __future__ import annotations
 
+import math
 import textwrap
 
-from .emit import (NestNames, count_misses, nest_comment, op_expression, outer_loop, stencil_sums,
-                   value_literal)
+from .emit import (NestNames, count_misses, nest_comment, op_expression, outer_loop,
+                   stencil_allocations, value_literal)
 from .fastpath import FastPath
 from .ir import KernelIR, Op
 from .literals import plus
@@ -37,12 +42,17 @@ def stencil_nest(ir: KernelIR, names: dict[int, str], nest: StencilNest, number:
     loop of a kernel with a fast one, its columns one by one (`_Tile.columns`)."""
     n, rows = nest.domain[:2]
     acc = local.accumulators[nest.conv.output]
-    setup = [f"{acc} = {stencil_sums(ir, nest)}"]
-    lines, depth = outer_loop(nest, *nest.levels[0], setup if nest.threads > 1 else ())
+    runs = _weight_runs(ir, names, nest, local)
+    if nest.threads > 1:
+        lines, depth = outer_loop(nest, *nest.levels[0],
+                                  [*stencil_allocations(ir, nest, local), *runs])
+    else:
+        lines, depth = outer_loop(nest, *nest.levels[0])
+        lines = [*runs, *lines]
     if n > 1:
         lines.append(f"{INDENT * depth}for oy in range({rows}):")
         depth += 1
-    tile = _Tile(ir, names, nest, acc, fast, depth + 1)
+    tile = _Tile(ir, names, nest, acc, fast, depth + 1, local)
     first, end = nest.interior
     if fast is None and nest.exact_columns:
         tiles = tile.columns()
@@ -64,6 +74,34 @@ def _window_comment(nest: StencilNest) -> list[str]:
             f"{left} columns left of the output pixel, in tiles of {nest.pixels} pixels x "
             f"{nest.channels} channels")
     return ["# " + line for line in textwrap.wrap(text, LINE_LIMIT - 2 - len(INDENT))]
+
+
+def _weight_runs(ir: KernelIR, names: dict[int, str], nest: StencilNest,
+                 local: NestNames) -> list[str]:
+    """With runs, each tap's weights and the bias repeated for a tile's pixels, once per
+    invoke."""
+    if not nest.runs:
+        return []
+    _, weights, bias = nest.conv.inputs
+    taps, length, channels = math.prod(nest.window.kernel), nest.pixels * nest.channels, \
+        nest.channels
+    return [f"# The weights of each tap and the bias, repeated for the {nest.pixels} pixels "
+            "of a tile",
+            f"for tap in range({taps}):",
+            f"{INDENT}for j in range({length}):",
+            f"{INDENT * 2}{local.rows[weights]}[tap * {length} + j] = "
+            f"{names[weights]}[tap * {channels} + j % {channels}]",
+            f"for j in range({length}):",
+            f"{INDENT}{local.rows[bias]}[j] = {names[bias]}[j % {channels}]"]
+
+
+def _epilogue_runs(nest: StencilNest) -> bool:
+    """Whether a tile's epilogue can run over its sums as one run: a float32 convolution's,
+    every operand and stored value laid out as the output along its rows (indexed by the
+    run's position, as the sums are)."""
+    quantized = "requantize" in dict(nest.conv.params)
+    return not quantized and not any(broadcast[2] or broadcast[3]
+                                     for broadcast in nest.loops.broadcast.values())
 
 
 def _row_taps(ir: KernelIR, nest: StencilNest) -> list[str]:
@@ -97,8 +135,9 @@ class _Tile:
     """The text of a row's tiles: sums from the bias, the taps, the epilogue."""
 
     def __init__(self, ir: KernelIR, names: dict[int, str], nest: StencilNest, acc: str,
-                 fast: FastPath | None, depth: int) -> None:
+                 fast: FastPath | None, depth: int, local: NestNames) -> None:
         self.ir, self.names, self.nest, self.acc, self.fast = ir, names, nest, acc, fast
+        self.runs = local.rows             # the weights' and bias's runs, if any
         self.indent = depth           # of a tile's first line in the kernel's module
         self.batch, self.height, self.width, self.in_channels = ir.value(nest.conv.inputs[0]).shape
         self.channels = nest.domain[3]
@@ -106,26 +145,48 @@ class _Tile:
         self.weights = ir.value(nest.conv.inputs[1])
 
     def interior(self) -> list[str]:
-        """The loop over the interior's tiles: every tap inside the row, the taps along it a
-        loop LLVM unrolls (loading each input vector once for the tile's pixels)."""
+        """The loop over the interior's whole tiles, then with runs the narrower tile of the
+        columns left: every tap inside the row."""
         first, end = self.nest.interior
-        if end == first:
-            return []
         nest, pixels = self.nest, self.nest.pixels
+        whole = first + (end - first) // pixels * pixels
+        lines = []
+        if whole > first:
+            lines += [f"# Columns {first} to {whole - 1}, {pixels} at a time: every tap inside "
+                      "the input" + ", a run of the tile's sums" * nest.runs,
+                      f"for ox in range({first}, {whole}, {pixels}):",
+                      f"{INDENT}ix = "
+                      f"{_affine('ox', nest.window.strides[1], -nest.window.padding[1])}",
+                      *(INDENT + line for line in self._body(
+                          "ox", pixels, "ix", self._taps(pixels), 1, nest.runs))]
+        if end > whole:
+            what = f"Column {whole}" if end - whole == 1 else f"Columns {whole} to {end - 1}"
+            lines += [f"# {what}: every tap inside the input, a run of the tile's sums",
+                      *self._body(str(whole), end - whole,
+                                  str(whole * nest.window.strides[1] - nest.window.padding[1]),
+                                  self._taps(end - whole), 0, nest.runs)]
+        return lines
+
+    def _taps(self, pixels: int) -> list[str]:
+        """The taps along a row of the window, for a tile of `pixels` columns: per channel,
+        each pixel's product written out; with runs, one loop over the tile's sums."""
+        nest = self.nest
         step = nest.window.dilations[1] * self.in_channels
+        if nest.runs:
+            length = nest.pixels * nest.channels
+            return [f"for kx in range({nest.window.kernel[1]}):",
+                    f"{INDENT}for j in range({pixels * nest.channels}):",
+                    f"{INDENT * 2}{self.acc}[j] += " + self._product(
+                        f"data_row[{_scaled('kx', step)} + j]", f"weight_row[kx * {length} + j]")]
         stride = nest.window.strides[1] * self.in_channels
         taps = [f"{self._sum(p)} += " + self._product(
                     f"data_row[kx * {step}{f' + {p * stride}' * bool(p)} + "
                     f"{self._input_channel()}]", "weight") for p in range(pixels)]
         weight = (value_literal(self.weights) if self.weights.literal is not None
                   else f"weight_row[kx * {self.channels} + ch]")
-        loop = [f"for kx in range({nest.window.kernel[1]}):",
-                f"{INDENT}for ch in range({nest.channels}):",
+        return [f"for ch in range({nest.channels}):",
+                f"{INDENT}for kx in range({nest.window.kernel[1]}):",
                 f"{INDENT * 2}weight = {weight}", *(INDENT * 2 + t for t in taps)]
-        return [f"# Columns {first} to {end - 1}, {pixels} at a time: every tap inside the input",
-                f"for ox in range({first}, {end}, {pixels}):",
-                f"{INDENT}ix = {_affine('ox', nest.window.strides[1], -nest.window.padding[1])}",
-                *(INDENT + line for line in self._body("ox", pixels, "ix", loop, 1))]
 
     def columns(self) -> list[str]:
         """The exact loop's row: one column at a time, the taps along it a loop over those
@@ -175,23 +236,35 @@ class _Tile:
         return [f"# {what}: each tap inside the input written out",
                 *self._body(str(start), end - start, str(base), loop, 0)]
 
-    def _body(self, ox: str, pixels: int, column: str, taps: list[str], depth: int) -> list[str]:
+    def _body(self, ox: str, pixels: int, column: str, taps: list[str], depth: int,
+              runs: bool = False) -> list[str]:
         """A tile of `pixels` columns from `ox`: its sums from the bias, per row of taps
         `data_row` from input column `column` and `weight_row`, then `taps`, then the
         epilogue, all once per block of channels. (`depth`: its indents within the tile.)
         The bias and the epilogue loop over the pixels inside the channels: so LLVM
         vectorises the channel loop whatever the block's length (with the pixels outside,
-        it unrolled a block of 24 before vectorising it, and left the clamps scalar)."""
+        it unrolled a block of 24 before vectorising it, and left the clamps scalar). With
+        `runs`, the tile's sums are one run from the bias's runs on, and the epilogue too
+        where it can be (`_epilogue_runs`)."""
         nest, block = self.nest, self.nest.channels
         channel = "cb + ch" if self.blocked else "ch"
         pixel = ox if pixels == 1 else "px" if ox == "0" else f"{ox} + px"
         sum_at = f"{self.acc}[ch]" if pixels == 1 else f"{self.acc}[px * {block} + ch]"
-        bias = self._array(nest.conv.inputs[2], channel)
         per_pixel = [] if pixels == 1 else [f"{INDENT}for px in range({pixels}):"]
         indent = INDENT * len(per_pixel)
-        lines = [f"for ch in range({block}):", *per_pixel, f"{indent}{INDENT}{sum_at} = {bias}"]
+        if runs:
+            lines = [f"for j in range({pixels * block}):",
+                     f"{INDENT}{self.acc}[j] = {self.runs[nest.conv.inputs[2]]}[j]"]
+        else:
+            bias = self._array(nest.conv.inputs[2], channel)
+            lines = [f"for ch in range({block}):", *per_pixel,
+                     f"{indent}{INDENT}{sum_at} = {bias}"]
         if taps:
-            lines += self._tap_rows(column, taps)
+            lines += self._tap_rows(column, taps, runs)
+        if runs and _epilogue_runs(nest):
+            epilogue = self._epilogue(ox, "j", f"{self.acc}[j]", self.indent + depth + 1)
+            return [*lines, f"for j in range({pixels * block}):",
+                    *(INDENT + line for line in epilogue)]
         epilogue = self._epilogue(pixel, channel, sum_at,
                                   self.indent + depth + 1 + self.blocked + len(per_pixel))
         lines += [f"for ch in range({block}):", *per_pixel,
@@ -200,9 +273,9 @@ class _Tile:
             return lines
         return [f"for cb in range(0, {self.channels}, {block}):", *(INDENT + x for x in lines)]
 
-    def _tap_rows(self, column: str, taps: list[str]) -> list[str]:
+    def _tap_rows(self, column: str, taps: list[str], runs: bool) -> list[str]:
         """The rows of taps inside the input (LiteRT's order: rows, then columns), each with
-        its `data_row` and `weight_row`."""
+        its `data_row` and `weight_row` (of the weights' runs if `runs`)."""
         nest = self.nest
         (kh, kw), dh = nest.window.kernel, nest.window.dilations[0]
         row = f"{f'n * {self.height} + ' if self.batch > 1 else ''}iy + {_scaled('ky', dh)}"
@@ -214,7 +287,10 @@ class _Tile:
         data = self.names[nest.conv.inputs[0]]
         lines = [f"for ky in range({'ky0, ky1' if _rows_clamped(self.ir, nest) else kh}):",
                  f"{INDENT}data_row = {data}[{start}:]"]
-        if self.weights.literal is None:
+        if runs:
+            lines.append(f"{INDENT}weight_row = {self.runs[self.weights.tensor]}"
+                         f"[ky * {kw * nest.pixels * nest.channels}:]")
+        elif self.weights.literal is None:
             lines.append(f"{INDENT}weight_row = {self.names[self.weights.tensor]}"
                          f"[ky * {kw * self.channels}{' + cb' * self.blocked}:]")
         return [*lines, *(INDENT + line for line in taps)]
@@ -275,7 +351,7 @@ def _element(names: dict[int, str], nest: StencilNest, tensor: int, pixel: str,
     variables = ("n", "oy", pixel, channel)
     terms = []
     for d, stride in nest.loops.strides(tensor):
-        if nest.domain[d] > 1:
+        if nest.domain[d] > 1 and variables[d] != "0":
             term = f"({variables[d]})" if " " in variables[d] and stride > 1 else variables[d]
             terms.append(term if stride == 1 else f"{term} * {stride}")
     return f"{names[tensor]}[{' + '.join(terms) or '0'}]"

@@ -31,7 +31,7 @@ RESERVED = {"np", "carray", "cfunc", "njit", "prange", "context", "node", "tenso
             "nest", "pool", "arguments", "NESTS", "first", "offset",
             # a stencil nest's (codegen.emit_stencil)
             "n", "oy", "ox", "iy", "ix", "ky", "kx", "ky0", "ky1", "kx0", "kx1", "ch", "cb", "px",
-            "data_row", "weight_row", "weight", *KERNEL_HELPERS}
+            "data_row", "weight_row", "weight", "tap", *KERNEL_HELPERS}
 
 
 def identifiers(ir: KernelIR) -> dict[int, str]:

@@ -206,6 +206,8 @@ class StencilNest(Nest):
     pixels: int
     channels: int
     interior: tuple[int, int]          # [first, end) of the columns of the tiles' loop
+    runs: bool = False                 # a tile's taps as runs over its pixels x channels
+                                       # (stride 1, C not whole half vectors: codegen.stencil)
     exact_columns: bool = False        # the exact loop of a kernel with a fast one runs the
                                        # row a column at a time, the taps a loop (it runs
                                        # only after a miss: fewer lines, compiled sooner)

@@ -128,8 +128,11 @@ def render_kernel(ir: KernelIR, schedule: Schedule, layout: TensorTableLayout,
     streamed = [t for nest in schedule.nests if nest.elements
                 and isinstance(nest, ElementwiseNest) for t in nest.streamed]
     setup = allocations(ir, names, schedule, local)
+    heap = [line for line in setup if HEAP_ALLOCATION.fullmatch(line)]
+    setup = [line for line in setup if line not in heap]
     data = data if data is not None else kernel_data(ir, schedule)
-    arguments = [*(names[t] for t in memory), *(a.name for a in data.arrays)]
+    arguments = [*(names[t] for t in memory), *(a.name for a in data.arrays),
+                 *(line.split(" = ")[0] for line in heap)]
     arrays = list(dict.fromkeys([*arguments, *(line.split(" = ")[0] for line in setup)]))
     nests: list[str] = []
     first: list[str] = []
@@ -140,7 +143,7 @@ def render_kernel(ir: KernelIR, schedule: Schedule, layout: TensorTableLayout,
         nests = nests_function(f"{ir.name}_nests", arrays, body, bool(fast), bool(streamed),
                                parts > 1)
         if parts > 1:
-            specs = array_specs(ir, names, memory, data, setup)
+            specs = array_specs(ir, names, memory, data, heap + setup)
             nests += part_task(ir.name, arrays, specs, parts, fast, bool(streamed))
             setup += part_arguments(ir.name, arrays, parts)
             pooled = nest_parts(ir.name, schedule)
@@ -163,6 +166,8 @@ def render_kernel(ir: KernelIR, schedule: Schedule, layout: TensorTableLayout,
     pool = ["pool"] if parts > 1 else []
     signature = "void(" + ", ".join([*(f"{ir.value(t).dtype}[::1]" for t in memory),
                                      *(f"{a.dtype}[::1]" for a in data.arrays),
+                                     *(f"{ALLOCATION.fullmatch(line)[3]}[::1]"
+                                       for line in heap),
                                      *(["int64[::1]"] if pool else [])]) + ")"
     kernel = [f"@njit('{signature}',",
               "      error_model='numpy', nogil=True, cache=True, "
@@ -176,13 +181,17 @@ def render_kernel(ir: KernelIR, schedule: Schedule, layout: TensorTableLayout,
     lines = header(ir, names, schedule) + [
         "", *module_imports([*lines, *nests, *constants, *table_lines], dtypes),
         *(["", *constants] if constants else []), *table_lines, "", *nests, *kernel, "", "",
-        *entry_point(ir, names, memory, data, layout, parts > 1), ""]
+        *entry_point(ir, names, memory, data, layout, heap, parts > 1), ""]
     return "\n".join(lines)
 
 
 #: A buffer the kernel allocates: `name = np.empty(n, np.dtype)`, `np.full(n, fill,
 #: np.dtype)` or `stack_empty(n, np.dtype)` (codegen.emit.allocations).
 ALLOCATION = re.compile(r"(\w+) = (?:np\.empty|np\.full|stack_empty)\((\d+), (?:.*, )?np\.(\w+)\)")
+#: One the entry point makes and passes in: an argument, LLVM knows it apart from the kernel's
+#: other arrays (NoAliasCompiler); made in the kernel, a 3x3 convolution reading a buffer the
+#: kernel had filled ran 8x slower (its taps' loads not known apart from its sums' stores).
+HEAP_ALLOCATION = re.compile(r"\w+ = np\.(?:empty|full)\(.*\)")
 
 
 def array_specs(ir: KernelIR, names: dict[int, str], memory: list[int], data: KernelData,
@@ -387,11 +396,13 @@ def tensor_data(layout: TensorTableLayout, where: str, position: int) -> str:
 
 
 def entry_point(ir: KernelIR, names: dict[int, str], memory: list[int], data: KernelData,
-                layout: TensorTableLayout, pooled: bool = False) -> list[str]:
+                layout: TensorTableLayout, heap: list[str] = (),
+                pooled: bool = False) -> list[str]:
     """The native invoke: each tensor's address is read from the context on every call, at the
     tensor id the node lists in its position (a TfLiteIntArray: its size, then the ids); the
-    arrays of the partition's data where the node's slot says (codegen.kernel_data);
-    `pooled`, the pool block from the slot too (codegen.native.run_nests)."""
+    arrays of the partition's data where the node's slot says (codegen.kernel_data); the
+    `heap` buffers (HEAP_ALLOCATION) made; `pooled`, the pool block from the slot too
+    (codegen.native.run_nests)."""
     lines = ["@cfunc('int32(int64, int64)', cache=True)",
              f"def {ir.name}_invoke(context, node):",
              f"{INDENT}tensors = load_i64(context + {layout.context_tensors_offset})"]
@@ -412,12 +423,16 @@ def entry_point(ir: KernelIR, names: dict[int, str], memory: list[int], data: Ke
         lines += [INDENT + line for a in data.arrays for line in assignment(
             a.name, f"carray({POINTERS[a.dtype]}(data + {a.offset}), ({a.length},))",
             LINE_LIMIT - len(INDENT))]
+    if heap:
+        lines += [f"{INDENT}# The kernel's buffers, made here: as its arguments, LLVM knows them "
+                  "apart.", *(INDENT + line for line in heap)]
     if pooled:
         lines.append(f"{INDENT}pool = carray(int64_pointer(load_i64(node + "
                      f"{layout.node_user_data_offset}) + {layout.slot_pool_offset}), "
                      f"({POOL_WORDS},))")
     lines += [*wrap_call(f"{ir.name}(", [*(names[t] for t in memory),
                                          *(a.name for a in data.arrays),
+                                         *(line.split(" = ")[0] for line in heap),
                                          *(["pool"] if pooled else [])], ")", INDENT),
               f"{INDENT}return 0"]
     return lines

@@ -9,10 +9,14 @@ phases): they run on each sum while it is in a register, and only the values som
 reads are stored.
 
 The tiles (Halide's and TVM's schedule for a depthwise convolution): output pixels along a row
-times a block of channels, channels innermost, so LLVM keeps the tile's sums in vector
-registers across the taps and, unrolling the taps along the row, loads each input vector once
-for every pixel of the tile that reads it. A block's channels divide C, so every block is the
-same loop, and C need not be a multiple of the vector width. What LLVM makes of the loops was
+times a block of channels, so LLVM keeps the tile's sums in vector registers across the taps
+and, unrolling the taps along the row, loads each input vector once for every pixel of the tile
+that reads it. A block's channels divide C, so every block is the same loop, and C need not be
+a multiple of the vector width. Where C is not whole half vectors and the stride along a row is
+1, a tile is `runs`: all of C, and each tap's products for the tile one run of the input row
+(its pixels x channels are contiguous there), against the weights repeated for the tile's
+pixels; LLVM vectorised a channel loop of 12 or 28 with a scalar remainder, 0.2-0.5x of
+XNNPACK at 3x3, and the runs 1.2-2.6x (perf/README.md, "3x3 depthwise convolutions"). What LLVM makes of the loops was
 measured per register file (perf/stencil.py; tune with its shapes): blocks of whole vectors,
 2 or 3 of them, do best; blocks of one vector, or of a part of a vector beside whole ones, ran
 up to 4x slower (LLVM unrolls a short channel loop before it vectorises, and leaves it scalar),
@@ -23,6 +27,7 @@ slower than 4 there.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from math import gcd
 
 from .ir import KernelIR, Op
 from .nests import LoopNest, StencilNest
@@ -81,25 +86,41 @@ def stencil_nest(ir: KernelIR, ops: tuple[Op, ...], writes: tuple[int, ...],
     geometry = window(data.shape, weights.shape[1:3], dict(conv.params))
     multiplier = channels // data.shape[3]
     tiles = TILES[target.vector_registers]
-    block = _channel_block(channels, multiplier, target.lanes, tiles)
-    pixels = tiles.pixels_of(block, target.lanes)
     first, end = geometry.inside(1, data.shape[2], domain[2])
-    first = min(domain[2], -(-first // pixels) * pixels)      # whole tiles before it
-    end = first + max(0, end - first) // pixels * pixels
+    runs = (_run_pixels(channels, target.lanes, tiles)
+            if geometry.strides[1] == 1 and multiplier == 1 and channels % (target.lanes // 2)
+            and all(ir.value(t).literal is None for t in conv.inputs[1:]) else 0)
+    if runs:
+        block, pixels = channels, runs
+    else:
+        block = _channel_block(channels, multiplier, target.lanes, tiles)
+        pixels = tiles.pixels_of(block, target.lanes)
+        first = min(domain[2], -(-first // pixels) * pixels)      # whole tiles before it
+        end = first + max(0, end - first) // pixels * pixels
     return StencilNest(
         domain=domain, ops=ops,
         loops=LoopNest(domain, {t: _broadcast(ir.value(t).shape, domain)
                                 for t in (*operands, *writes)}),
         reads=reads, writes=writes, window=geometry,
         depth_multiplier=multiplier, pixels=pixels, channels=block,
-        interior=(first, end))
+        interior=(first, end), runs=bool(runs))
+
+
+def _run_pixels(channels: int, lanes: int, tiles: Tiles) -> int:
+    """The pixels of a tile whose taps are runs (stride 1: a tap reads the tile's pixels x
+    channels as one run of the input row): the most whose run is whole vectors and at most
+    the tile's sums; 0 where fewer than 2 pixels would."""
+    unit = lanes // gcd(channels, lanes)
+    pixels = tiles.sums * lanes // channels // unit * unit
+    return pixels if pixels >= 2 else 0
 
 
 def _channel_block(channels: int, multiplier: int, lanes: int, tiles: Tiles) -> int:
     """The channels of a block: whole input channels (a multiple of the depth multiplier) and
     a divisor of C; of 2 to block_vectors whole vectors, the one whose tile holds the most sums
     (ties: the larger), else all of C up to block_max_vectors vectors, else the largest up to
-    block_vectors vectors."""
+    block_vectors vectors, of whole half vectors if one is (184 channels in blocks of 46 ran
+    0.82x of XNNPACK's 3x3 convolution, in blocks of 8 1.55x)."""
     most = tiles.block_vectors * lanes
     divisors = [d for d in range(multiplier, channels + 1, multiplier) if channels % d == 0]
     whole = [d for d in divisors if d % lanes == 0 and 2 * lanes <= d <= most]
@@ -107,7 +128,8 @@ def _channel_block(channels: int, multiplier: int, lanes: int, tiles: Tiles) -> 
         return max(whole, key=lambda d: (tiles.pixels_of(d, lanes) * d, d))
     if channels <= tiles.block_max_vectors * lanes:
         return channels
-    return max((d for d in divisors if d <= most), default=channels)
+    fitting = [d for d in divisors if d <= most]
+    return max([d for d in fitting if d % (lanes // 2) == 0] or fitting, default=channels)
 
 
 def _broadcast(shape: tuple[int, ...], domain: tuple[int, ...]) -> tuple[bool, ...]:

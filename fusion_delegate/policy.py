@@ -37,10 +37,13 @@ MEMORY_SPEED_BINARY = frozenset({"ADD", "SUB", "MUL"})
 #: constant over [1, 8, 16, 228] ran 0.96x fused, predicted 1.34x (perf/README.md, "Fused
 #: activations and the cut, priced at 2 threads").
 LONG_RUN = 128
-#: A depthwise convolution is claimed from this many taps (kernel height x width) on: fused,
-#: the 5x5 and 7x7 ones made whole models faster, the 3x3 ones slower though each alone was
-#: faster than XNNPACK's (perf/README.md, "Depthwise convolutions").
-STENCIL_MIN_TAPS = 25
+#: A depthwise convolution is claimed from this many taps (kernel height x width) on: every
+#: float32 one at one thread (perf/README.md, "3x3 depthwise convolutions").
+STENCIL_MIN_TAPS = 9
+#: PAD and PADV2 (builtin codes): XNNPACK folds one that feeds a convolution into it. Its
+#: depthwise convolution claimed, the PAD ran alone: face_detection_full_range_sparse's, each
+#: after a PAD, measured 0.41-0.92x of LiteRT alone at 17 of 26 (perf/README.md).
+PAD_CODES = (34, 60)
 #: The same for an int8 one: XNNPACK runs 3x3 and 5x5 int8 depthwise convolutions as fast as
 #: the nest or faster (0.5-1.4x, mostly 0.8-0.9x at the corpus's shapes) and the 5x5 ones
 #: made EfficientNet-B0 int8 slower (1.09x -> 1.00x); the 7x7 ones, an IGEMM in XNNPACK, run
@@ -89,6 +92,11 @@ class ClaimPolicy:
             return None
         x = context.tensor(node.inputs[0])
         if node.builtin_code in STENCIL_CODES:
+            maker = context.makers.get(node.inputs[0])
+            if maker is not None and maker.builtin_code in PAD_CODES:
+                return NotClaimed("{} after a {} left to XNNPACK, which pads in the "
+                                  "convolution (claimed with min_speedup=0)", op_name(node),
+                                  op_name(maker))
             taps = math.prod(context.tensor(node.inputs[1]).shape[1:3])
             threaded = context.num_threads > 1
             narrow = self.vector_shortfall > 1

@@ -214,12 +214,14 @@ def test_half_width_avx512_kernels_of_one_channel_past_a_vector_are_not_claimed(
 
 
 def test_the_int8_kernel_reads_like_the_loop(cache_dir):
-    """int32 sums from the bias; the input offset in each tap; channels 0-15 rounded as
-    LiteRT's NEON blocks, 16-19 as its scalar loop, in int32 lanes."""
+    """int32 sums from the bias; the input offset in each tap (20 channels, stride 1: runs of
+    a tile's 8 pixels); channels 0-15 rounded as LiteRT's NEON blocks, 16-19 as its scalar
+    loop, in int32 lanes."""
     lines = kernel_lines(int8_conv_model((1, 20, 20, 20), (3, 3), x_quant=(0.05, 3)),
                          cache_dir)
-    for line in ["acc = stack_empty(120, np.int32)", "acc[px * 20 + ch] = x2[ch]",
-                 "acc[ch] += (data_row[kx * 20 + ch] - 3) * weight"]:
+    for line in ["acc = stack_empty(160, np.int32)", "x2_runs[j] = x2[j % 20]",
+                 "acc[ch] = x2[ch]", "acc[j] = x2_runs[j]",
+                 "acc[j] += (data_row[kx * 20 + j] - 3) * weight_row[kx * 160 + j]"]:
         assert line in lines, line
     assert any(line.startswith("depthwise_conv_2d_multipliers = np.array([") for line in lines)
     assert "depthwise_requantize_int32(acc[px * 20 + ch], depthwise_conv_2d_multipliers[ch], " \
