@@ -16,13 +16,14 @@ a multiple of the vector width. Where C is not whole half vectors and the stride
 1, a tile is `runs`: all of C, and each tap's products for the tile one run of the input row
 (its pixels x channels are contiguous there), against the weights repeated for the tile's
 pixels; LLVM vectorised a channel loop of 12 or 28 with a scalar remainder, 0.2-0.5x of
-XNNPACK at 3x3, and the runs 1.2-2.6x (perf/README.md, "3x3 depthwise convolutions"). What LLVM makes of the loops was
-measured per register file (perf/stencil.py; tune with its shapes): blocks of whole vectors,
-2 or 3 of them, do best; blocks of one vector, or of a part of a vector beside whole ones, ran
-up to 4x slower (LLVM unrolls a short channel loop before it vectorises, and leaves it scalar),
-except where the block is all of a C of a few vectors; a tile of about 12 sums did best with 32
-registers, of 8 (4 pixels of 2 vectors) with 16; tiles of 2 or 3 pixels of 2 vectors ran 3-9x
-slower than 4 there.
+XNNPACK at 3x3, and the runs 1.2-2.6x (perf/README.md, "3x3 depthwise convolutions").
+
+What LLVM makes of the loops was measured per register file (perf/stencil.py; tune with its
+shapes): blocks of whole vectors, 2 or 3 of them, do best; blocks of one vector, or of a part
+of a vector beside whole ones, ran up to 4x slower when the channel loop was inside the taps'
+(LLVM unrolled it before vectorising, and left it scalar), except where the block is all of a
+C of a few vectors; a tile of about 12 sums did best with 32 registers, of 8 (4 pixels of 2
+vectors) with 16; tiles of 2 or 3 pixels of 2 vectors ran 3-9x slower than 4 there.
 """
 from __future__ import annotations
 
