@@ -40,10 +40,13 @@ LONG_RUN = 128
 #: A depthwise convolution is claimed from this many taps (kernel height x width) on: every
 #: float32 one at one thread (perf/README.md, "3x3 depthwise convolutions").
 STENCIL_MIN_TAPS = 9
-#: PAD and PADV2 (builtin codes): XNNPACK folds one that feeds a convolution into it. Its
-#: depthwise convolution claimed, the PAD ran alone: face_detection_full_range_sparse's, each
-#: after a PAD, measured 0.41-0.92x of LiteRT alone at 17 of 26 (perf/README.md).
+#: PAD and PADV2 (builtin codes): XNNPACK folds one that feeds a convolution into it. A
+#: depthwise convolution of fewer taps than PADDED_MIN_TAPS after one is left to XNNPACK:
+#: claimed, its PAD ran alone, and 32 of face_detection_full_range_sparse's 41 3x3 ones, each
+#: after a PAD, made the model slower (0.41-1.11x each in place; perf/README.md). A 7x7 one,
+#: 10-28x faster than XNNPACK's, is claimed all the same.
 PAD_CODES = (34, 60)
+PADDED_MIN_TAPS = 49
 #: The same for an int8 one: XNNPACK runs 3x3 and 5x5 int8 depthwise convolutions as fast as
 #: the nest or faster (0.5-1.4x, mostly 0.8-0.9x at the corpus's shapes) and the 5x5 ones
 #: made EfficientNet-B0 int8 slower (1.09x -> 1.00x); the 7x7 ones, an IGEMM in XNNPACK, run
@@ -92,12 +95,12 @@ class ClaimPolicy:
             return None
         x = context.tensor(node.inputs[0])
         if node.builtin_code in STENCIL_CODES:
-            maker = context.makers.get(node.inputs[0])
-            if maker is not None and maker.builtin_code in PAD_CODES:
-                return NotClaimed("{} after a {} left to XNNPACK, which pads in the "
-                                  "convolution (claimed with min_speedup=0)", op_name(node),
-                                  op_name(maker))
             taps = math.prod(context.tensor(node.inputs[1]).shape[1:3])
+            maker = context.makers.get(node.inputs[0])
+            if maker is not None and maker.builtin_code in PAD_CODES and taps < PADDED_MIN_TAPS:
+                return NotClaimed("{} of {} taps after a {} left to XNNPACK, which pads in the "
+                                  "convolution (claimed with min_speedup=0)", op_name(node), taps,
+                                  op_name(maker))
             threaded = context.num_threads > 1
             narrow = self.vector_shortfall > 1
             least = (STENCIL_MIN_TAPS_INT8 if qparams(x) is not None else

@@ -318,9 +318,13 @@ def test_by_default_every_float_convolution_is_claimed_at_one_thread(cache_dir):
     builtin_interpreter(conv_model((1, 16, 16, 32), (3, 3)), [small])
     assert small.claims[0].reason is None and small.kernels
     padded = delegate()
-    builtin_interpreter(padded_conv_model(), [padded])
-    assert padded.claims[1].reason == ("DEPTHWISE_CONV_2D after a PAD left to XNNPACK, which "
-                                       "pads in the convolution (claimed with min_speedup=0)")
+    builtin_interpreter(padded_conv_model((3, 3)), [padded])
+    assert padded.claims[1].reason == ("DEPTHWISE_CONV_2D of 9 taps after a PAD left to "
+                                       "XNNPACK, which pads in the convolution (claimed with "
+                                       "min_speedup=0)")
+    padded_7x7 = delegate()
+    builtin_interpreter(padded_conv_model((7, 7)), [padded_7x7])
+    assert padded_7x7.claims[1].reason is None and padded_7x7.kernels
     threaded = delegate()
     builtin_interpreter(conv_model((1, 16, 16, 32), (5, 5)), [threaded], num_threads=2)
     assert threaded.claims[0].reason == ("DEPTHWISE_CONV_2D of 25 taps left to XNNPACK, faster "
@@ -337,13 +341,15 @@ def test_by_default_every_float_convolution_is_claimed_at_one_thread(cache_dir):
         assert narrow.claims[0].reason == reason
 
 
-def padded_conv_model() -> bytes:
-    """PAD, then a VALID 3x3 convolution: MediaPipe's full-range face detector's blocks."""
+def padded_conv_model(kernel: tuple[int, int]) -> bytes:
+    """PAD, then a VALID convolution: MediaPipe's full-range face detector's blocks (3x3)."""
     b = ModelBuilder()
     x = b.input("x", (1, 16, 16, 32))
-    pads = b.const("pads", np.array([[0, 0], [1, 1], [1, 1], [0, 0]], np.int32))
-    padded = b.op("PAD", [x, pads], shape=(1, 18, 18, 32))
-    b.output(conv(b, padded, (1, 18, 18, 32), (3, 3), padding=VALID))
+    pad = kernel[0] // 2
+    pads = b.const("pads", np.array([[0, 0], [pad, pad], [pad, pad], [0, 0]], np.int32))
+    shape = (1, 16 + 2 * pad, 16 + 2 * pad, 32)
+    padded = b.op("PAD", [x, pads], shape=shape)
+    b.output(conv(b, padded, shape, kernel, padding=VALID))
     return b.to_bytes()
 
 
